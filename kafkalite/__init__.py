@@ -1,0 +1,1 @@
+"""kafkalite: a Kafka-style distributed commit log."""

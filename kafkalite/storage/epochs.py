@@ -1,0 +1,95 @@
+"""Leader epoch cache of one partition: which leader epoch started at which offset.
+
+Persisted in ``leader-epoch-checkpoint`` inside the partition directory. A new entry is
+recorded when a batch with a larger partition leader epoch is appended. Followers use
+:meth:`LeaderEpochCache.end_offset_for` answers from the leader to find where their log
+diverges (Kafka's KIP-101 / KIP-279 rule) instead of truncating to the high watermark.
+
+Thread-safety: not thread-safe; the owning PartitionLog serialises access.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafkalite.storage import checkpoint
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochCache:
+    """Ordered (epoch, start offset) entries with strictly increasing epochs and offsets."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[tuple[int, int]] = checkpoint.read_epochs(path) if path.exists() else []
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (ignored unless epoch is newer)."""
+        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
+            return
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+        self._persist()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for a follower whose last epoch is ``requested_epoch``.
+
+        The end offset is the start offset of the first epoch above the largest known epoch
+        that is <= ``requested_epoch`` (or the log end offset when that epoch is the latest).
+        An epoch below every known epoch answers (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
+        """
+        if not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if requested_epoch >= self.entries[-1][0]:
+            return self.entries[-1][0], log_end_offset
+        found = None
+        for index, (epoch, _start) in enumerate(self.entries):
+            if epoch <= requested_epoch:
+                found = index
+            else:
+                break
+        if found is None:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        return self.entries[found][0], self.entries[found + 1][1]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        epoch = UNDEFINED_EPOCH
+        for entry_epoch, start in self.entries:
+            if start <= offset:
+                epoch = entry_epoch
+            else:
+                break
+        return epoch
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs that start at or after ``end_offset`` (after a log truncation)."""
+        kept = [entry for entry in self.entries if entry[1] < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget epochs wholly below ``start_offset`` (after segments were deleted)."""
+        kept: list[tuple[int, int]] = []
+        for index, (epoch, start) in enumerate(self.entries):
+            next_start = self.entries[index + 1][1] if index + 1 < len(self.entries) else None
+            if next_start is not None and next_start <= start_offset:
+                continue
+            kept.append((epoch, max(start, start_offset)))
+        if kept != self.entries:
+            self.entries = kept
+            self._persist()
+
+    def clear(self) -> None:
+        self.entries = []
+        self._persist()
+
+    def _persist(self) -> None:
+        checkpoint.write_epochs(self.path, self.entries)

@@ -1,0 +1,231 @@
+"""Sparse offset and time indexes of one segment.
+
+Indexes are derived data: they hold no checksum and are rebuilt from the log whenever they
+look damaged or the broker did not shut down cleanly. The log (with a CRC per batch) is the
+only source of truth.
+
+``.index`` entries are 8 bytes: the batch's base offset relative to the segment's base offset
+(int32) and the file position where that batch starts (int32). ``.timeindex`` entries are 12
+bytes: a timestamp (int64) and a relative offset (int32); an entry is added only when the
+timestamp is larger than the last entry's, so both columns increase.
+
+The entries are kept in memory (arrays) and appended to the file; lookups are binary searches.
+Thread-safety: not thread-safe; the owning :class:`~kafkalite.storage.segment.Segment`'s caller
+serialises access.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_WINDOW = 16  # entries searched on each side of an interpolated guess
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class OffsetIndex:
+    """Relative offset → file position, sparse, sorted by offset."""
+
+    entry_size = _OFFSET_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_entries)
+        self.relative_offsets: array[int] = array("q")
+        self.positions: array[int] = array("q")
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.positions) >= self.max_entries
+
+    def load(self, log_size: int) -> bool:
+        """Read the file; returns False (and empties the index) when its content is not sane."""
+        data = _read_all(self._fd)
+        if len(data) % self.entry_size:
+            self.reset()
+            return False
+        offsets: array[int] = array("q")
+        positions: array[int] = array("q")
+        previous_offset = -1
+        previous_position = -1
+        for relative_offset, position in _OFFSET_ENTRY.iter_unpack(data):
+            if relative_offset <= previous_offset or position <= previous_position or position >= log_size \
+                    or relative_offset < 0:
+                self.reset()
+                return False
+            offsets.append(relative_offset)
+            positions.append(position)
+            previous_offset, previous_position = relative_offset, position
+        self.relative_offsets, self.positions = offsets, positions
+        return True
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if self.positions and (relative <= self.relative_offsets[-1] or position <= self.positions[-1]):
+            return
+        os.pwrite(self._fd, _OFFSET_ENTRY.pack(relative, position), len(self.positions) * self.entry_size)
+        self.relative_offsets.append(relative)
+        self.positions.append(position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before ``offset``; (base, 0) when none.
+
+        Interpolation first (offsets in a segment are close to evenly spread, so the guess
+        lands within a few entries and the cost does not grow with the index), then a binary
+        search inside a small window around the guess, or over everything when the guess
+        misses.
+        """
+        offsets = self.relative_offsets
+        target = offset - self.base_offset
+        count = len(offsets)
+        index = -1
+        if count > _WINDOW * 2:
+            first, last = offsets[0], offsets[-1]
+            if first <= target < last:
+                guess = (target - first) * (count - 1) // (last - first)
+                low = max(0, guess - _WINDOW)
+                high = min(count, guess + _WINDOW)
+                if offsets[low] <= target and (high == count or offsets[high] > target):
+                    index = bisect_right(offsets, target, low, high) - 1
+            elif target >= last:
+                index = count - 1
+        if index < 0:
+            index = bisect_right(offsets, target) - 1
+        if index < 0:
+            return self.base_offset, 0
+        return self.base_offset + offsets[index], self.positions[index]
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries for offsets at or above ``offset``."""
+        keep = bisect_left(self.relative_offsets, offset - self.base_offset)
+        self._truncate_entries(keep)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries pointing at or beyond ``position``."""
+        keep = bisect_left(self.positions, position)
+        self._truncate_entries(keep)
+
+    def _truncate_entries(self, keep: int) -> None:
+        if keep < len(self.positions):
+            del self.relative_offsets[keep:]
+            del self.positions[keep:]
+            os.ftruncate(self._fd, keep * self.entry_size)
+
+    def reset(self) -> None:
+        self.relative_offsets = array("q")
+        self.positions = array("q")
+        os.ftruncate(self._fd, 0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class TimeIndex:
+    """Timestamp → relative offset, sparse, both columns increasing."""
+
+    entry_size = _TIME_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_entries)
+        self.timestamps: array[int] = array("q")
+        self.relative_offsets: array[int] = array("q")
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.timestamps) >= self.max_entries
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.timestamps[-1] if self.timestamps else -1
+
+    def load(self, max_relative_offset: int) -> bool:
+        data = _read_all(self._fd)
+        if len(data) % self.entry_size:
+            self.reset()
+            return False
+        timestamps: array[int] = array("q")
+        offsets: array[int] = array("q")
+        for timestamp, relative_offset in _TIME_ENTRY.iter_unpack(data):
+            if (timestamps and (timestamp <= timestamps[-1] or relative_offset < offsets[-1])) \
+                    or relative_offset < 0 or relative_offset > max_relative_offset:
+                self.reset()
+                return False
+            timestamps.append(timestamp)
+            offsets.append(relative_offset)
+        self.timestamps, self.relative_offsets = timestamps, offsets
+        return True
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add an entry when ``timestamp`` is newer than the last one."""
+        if timestamp <= self.last_timestamp:
+            return
+        relative = offset - self.base_offset
+        if self.relative_offsets and relative < self.relative_offsets[-1]:
+            return
+        os.pwrite(self._fd, _TIME_ENTRY.pack(timestamp, relative), len(self.timestamps) * self.entry_size)
+        self.timestamps.append(timestamp)
+        self.relative_offsets.append(relative)
+
+    def lookup_before(self, timestamp: int) -> int:
+        """Offset of the last entry whose timestamp is strictly below ``timestamp``.
+
+        Every record before that offset has a timestamp below ``timestamp``, so a scan for the
+        first record at or after ``timestamp`` may start at the returned offset's batch.
+        """
+        index = bisect_left(self.timestamps, timestamp) - 1
+        if index < 0:
+            return self.base_offset
+        return self.base_offset + self.relative_offsets[index]
+
+    def truncate_to_offset(self, offset: int) -> None:
+        keep = bisect_left(self.relative_offsets, offset - self.base_offset)
+        if keep < len(self.timestamps):
+            del self.timestamps[keep:]
+            del self.relative_offsets[keep:]
+            os.ftruncate(self._fd, keep * self.entry_size)
+
+    def reset(self) -> None:
+        self.timestamps = array("q")
+        self.relative_offsets = array("q")
+        os.ftruncate(self._fd, 0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks = []
+    position = 0
+    while position < size:
+        chunk = os.pread(fd, size - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)

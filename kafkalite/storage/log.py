@@ -1,0 +1,620 @@
+"""One partition's log: ordered segments, offsets, append/read, roll, truncation, retention.
+
+:class:`PartitionLog` owns the directory ``<log.dir>/<topic>-<partition>/``: its segments
+(ordered by base offset; the last is the active one), the log start offset (first readable
+offset), the log end offset (next offset to assign), the high watermark (set by replication),
+the recovery point (everything below it is known to be fsynced), and the leader epoch cache.
+
+Appends come in two kinds. :meth:`PartitionLog.append_as_leader` validates producer batches
+(structure, CRC, sizes, keys on compacted topics, no control batches), assigns offsets and
+stamps the leader epoch in place — without recomputing CRCs or decompressing — then writes them.
+:meth:`PartitionLog.append_as_follower` writes batches whose offsets the leader assigned.
+A request is validated completely before a single byte is written: a bad batch never leaves a
+partial write behind.
+
+Concurrency: every method takes the log's lock; appends and reads are short page-cache
+operations that the broker may call from its event loop. :meth:`PartitionLog.flush` snapshots
+the segments under the lock and fsyncs outside it, so it belongs on a worker thread.
+Time is read from the injected ``clock`` (milliseconds), so roll and retention are testable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kafkalite.config import LogConfig
+from kafkalite.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    MessageSizeTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    StorageError,
+)
+from kafkalite.record.batch import (
+    ATTR_TIMESTAMP_TYPE,
+    CRC_START,
+    RecordBatch,
+    crc32c,
+    iter_batches,
+)
+from kafkalite.storage import files
+from kafkalite.storage.epochs import LeaderEpochCache
+from kafkalite.storage.segment import INT32_MAX, Segment
+
+log = logging.getLogger(__name__)
+
+_BATCH_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append did: offsets assigned, record count, timestamps."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    batch_count: int
+    max_timestamp: int
+    log_append_time: int
+    size: int
+
+
+@dataclass(frozen=True)
+class FetchData:
+    """Whole batches read from the log plus the offsets a fetch response reports."""
+
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class _CheckedBatches:
+    buffer: memoryview
+    batches: list[RecordBatch]
+
+
+class PartitionLog:
+    """The log of one topic-partition. See the module docstring for the contract."""
+
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
+                 clock: Clock = wall_clock_ms, recovery_point: int = 0, log_start_offset: int = 0,
+                 high_watermark: int = 0, clean_shutdown: bool = False) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self._lock = threading.RLock()
+        self.segments: list[Segment] = []
+        self._base_offsets: list[int] = []
+        self.recovery_point = recovery_point
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self.closed = False
+        self._pending_deletes: list[tuple[int, Segment]] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        self.epoch_cache = LeaderEpochCache(directory / files.LEADER_EPOCH_CHECKPOINT)
+        self._load(clean_shutdown)
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, hw={self.high_watermark}, segments={len(self.segments)})")
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- loading ------------------------------------------------------------------------------
+    def _new_segment(self, base_offset: int, suffix: str = "") -> Segment:
+        return Segment(self.directory, base_offset,
+                       index_interval_bytes=self.config.index_interval_bytes,
+                       max_index_entries=self.config.segment_index_bytes // 8,
+                       created_ms=self.clock(), suffix=suffix)
+
+    def _load(self, clean_shutdown: bool) -> None:
+        """Open the segments on disk, finishing or undoing interrupted renames, and recover
+        every segment at or above the recovery point when the shutdown was not clean."""
+        live: dict[int, bool] = {}
+        swaps: list[int] = []
+        for entry in sorted(os.listdir(self.directory)):
+            parsed = files.parse_segment_file(entry)
+            if parsed is None:
+                if entry.endswith(".tmp"):
+                    (self.directory / entry).unlink(missing_ok=True)
+                continue
+            base_offset, kind, transient = parsed
+            path = self.directory / entry
+            if transient in (files.DELETED_SUFFIX, files.CLEANED_SUFFIX):
+                path.unlink(missing_ok=True)  # a finished delete or an unfinished compaction
+            elif transient == files.SWAP_SUFFIX:
+                if kind == files.LOG_SUFFIX:
+                    swaps.append(base_offset)
+                else:
+                    path.unlink(missing_ok=True)  # indexes are rebuilt
+            elif kind == files.LOG_SUFFIX:
+                live[base_offset] = True
+            elif not files.segment_path(self.directory, base_offset, files.LOG_SUFFIX).exists():
+                path.unlink(missing_ok=True)  # an index without its log
+        # A .swap log is compaction output whose swap was interrupted: it replaces every live
+        # segment it covers. Its base offset is that of the first segment it replaces.
+        for swap_base in swaps:
+            swap_segment = Segment(self.directory, swap_base, suffix=files.SWAP_SUFFIX,
+                                   index_interval_bytes=self.config.index_interval_bytes,
+                                   max_index_entries=self.config.segment_index_bytes // 8)
+            swap_segment.recover()
+            for base_offset in list(live):
+                if swap_base <= base_offset < max(swap_segment.next_offset, swap_base + 1):
+                    for suffix in files.SEGMENT_FILE_SUFFIXES:
+                        files.segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
+                    del live[base_offset]
+            swap_segment.rename_suffix("")
+            swap_segment.close()
+            live[swap_base] = True
+        bases = sorted(live)
+        for position, base_offset in enumerate(bases):
+            segment = self._new_segment(base_offset)
+            truncated = 0
+            if not clean_shutdown and self._needs_recovery(base_offset, live):
+                truncated = segment.recover()
+                if truncated:
+                    log.warning("%s: recovered segment %d, cut %d damaged bytes", self.name, base_offset, truncated)
+            else:
+                segment.load()
+            if self.segments and segment.base_offset < self.active_segment.next_offset:
+                log.warning("%s: segment %d overlaps its predecessor; deleting it and what follows",
+                            self.name, base_offset)
+                segment.delete_files()
+                self._delete_files_of(bases[position + 1:])
+                break
+            self._append_segment(segment)
+            if truncated and position + 1 < len(bases):
+                # Damage ends the valid log: everything after it is unreachable.
+                self._delete_files_of(bases[position + 1:])
+                break
+        if not self.segments:
+            self._append_segment(self._new_segment(0))
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def _delete_files_of(self, base_offsets: list[int]) -> None:
+        for base_offset in base_offsets:
+            log.warning("%s: deleting segment %d after a damaged one", self.name, base_offset)
+            for suffix in files.SEGMENT_FILE_SUFFIXES:
+                files.segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
+
+    def _needs_recovery(self, base_offset: int, live: dict[int, bool]) -> bool:
+        later = [offset for offset in live if offset > base_offset]
+        segment_end = min(later) if later else None
+        return segment_end is None or segment_end > self.recovery_point
+
+    def _append_segment(self, segment: Segment) -> None:
+        self.segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    # -- offsets ------------------------------------------------------------------------------
+    @property
+    def active_segment(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped into [log start, log end]; returns the new value."""
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
+    # -- appending ----------------------------------------------------------------------------
+    def _check_batches(self, data: bytes | bytearray | memoryview, from_client: bool) -> _CheckedBatches:
+        buffer = memoryview(data).cast("B")
+        if not buffer:
+            raise CorruptRecordError("the request carries no record batch")
+        batches: list[RecordBatch] = []
+        config = self.config
+        for batch in iter_batches(buffer):
+            batch.validate()
+            if batch.size > config.max_message_bytes:
+                raise MessageSizeTooLargeError(
+                    f"batch of {batch.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
+            if batch.size > config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"batch of {batch.size} bytes exceeds segment.bytes={config.segment_bytes}")
+            if from_client:
+                if batch.is_control:
+                    raise InvalidRecordError("clients may not write control batches")
+                if batch.record_count != batch.last_offset_delta + 1 or batch.record_count == 0:
+                    raise InvalidRecordError(
+                        f"batch has {batch.record_count} records but lastOffsetDelta {batch.last_offset_delta}")
+                if config.compact:
+                    for record in batch.records():
+                        if record.key is None:
+                            raise InvalidRecordError(
+                                f"compacted topic {self.topic} needs a key on every record")
+                elif batch.compression:
+                    batch.records()  # a compressed payload must decompress and decode cleanly
+            batches.append(batch)
+        return _CheckedBatches(buffer, batches)
+
+    def append_as_leader(self, data: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
+        """Validate producer batches, assign offsets from the log end, stamp ``leader_epoch``,
+        write. Raises a named error and writes nothing when any batch is bad."""
+        checked = self._check_batches(data, from_client=True)
+        now = self.clock()
+        log_append_time = -1
+        if self.config.message_timestamp_type == "LogAppendTime":
+            log_append_time = now
+        with self._lock:
+            self._ensure_open()
+            next_offset = self.log_end_offset
+            first_offset = next_offset
+            max_timestamp = -1
+            offset_of_max = first_offset
+            count = 0
+            pieces: list[bytes | bytearray | memoryview] = []
+            for batch in checked.batches:
+                position = batch.position
+                if log_append_time >= 0:
+                    rewritten = bytearray(checked.buffer[position:batch.end_position])
+                    self._set_log_append_time(rewritten, batch, log_append_time)
+                    pieces.append(_BATCH_PREFIX.pack(next_offset, batch.batch_length, leader_epoch))
+                    pieces.append(memoryview(rewritten)[16:])
+                    batch_max_timestamp = log_append_time
+                else:
+                    # Offsets and epoch lie outside the CRC: stamp a new 16-byte prefix and
+                    # write the rest of the producer's bytes untouched, without copying them.
+                    pieces.append(_BATCH_PREFIX.pack(next_offset, batch.batch_length, leader_epoch))
+                    pieces.append(checked.buffer[position + 16:batch.end_position])
+                    batch_max_timestamp = batch.max_timestamp
+                if batch_max_timestamp > max_timestamp:
+                    max_timestamp = batch_max_timestamp
+                    offset_of_max = next_offset + batch.last_offset_delta
+                next_offset += batch.last_offset_delta + 1
+                count += batch.record_count
+            self._write(pieces, first_offset, next_offset, max_timestamp, offset_of_max, leader_epoch)
+            return AppendInfo(first_offset, next_offset - 1, count, len(checked.batches), max_timestamp,
+                              log_append_time, len(checked.buffer))
+
+    @staticmethod
+    def _set_log_append_time(buffer: bytearray, batch: RecordBatch, timestamp: int) -> None:
+        """Rewrite a copy of one batch (``buffer`` starts at the batch) for LogAppendTime."""
+        position = 0
+        end_position = batch.size
+        attributes = int.from_bytes(buffer[position + 21:position + 23], "big", signed=True) | ATTR_TIMESTAMP_TYPE
+        buffer[position + 21:position + 23] = attributes.to_bytes(2, "big", signed=True)
+        buffer[position + 35:position + 43] = timestamp.to_bytes(8, "big", signed=True)
+        crc = crc32c(memoryview(buffer)[position + CRC_START:end_position])
+        buffer[position + 17:position + 21] = crc.to_bytes(4, "big")
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Write batches replicated from the leader (offsets and epochs already assigned)."""
+        checked = self._check_batches(data, from_client=False)
+        with self._lock:
+            self._ensure_open()
+            expected = self.log_end_offset
+            first_offset = checked.batches[0].base_offset
+            if first_offset < expected:
+                raise CorruptRecordError(
+                    f"{self.name}: replicated batch starts at {first_offset}, below log end {expected}")
+            max_timestamp = -1
+            offset_of_max = first_offset
+            previous_next = first_offset
+            count = 0
+            epoch = -1
+            for batch in checked.batches:
+                if batch.base_offset < previous_next:
+                    raise CorruptRecordError(f"{self.name}: replicated batches out of order at {batch.base_offset}")
+                previous_next = batch.next_offset
+                count += batch.record_count
+                if batch.max_timestamp > max_timestamp:
+                    max_timestamp = batch.max_timestamp
+                    offset_of_max = batch.last_offset
+                if batch.partition_leader_epoch > epoch:
+                    if batch.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                        # Record epoch changes that happen inside the replicated chunk.
+                        self.epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                    epoch = batch.partition_leader_epoch
+            if first_offset > expected:
+                # The leader's log starts later than ours ends (its old segments were deleted).
+                self._truncate_fully_locked(first_offset)
+            self._write(checked.buffer, first_offset, previous_next, max_timestamp, offset_of_max, -1)
+            return AppendInfo(first_offset, previous_next - 1, count, len(checked.batches), max_timestamp, -1,
+                              len(checked.buffer))
+
+    def _write(self, data: memoryview | list[bytes | bytearray | memoryview], first_offset: int, next_offset: int,
+               max_timestamp: int, offset_of_max: int, leader_epoch: int) -> None:
+        size = sum(len(piece) for piece in data) if isinstance(data, list) else len(data)
+        self._maybe_roll(size, next_offset - 1)
+        if leader_epoch >= 0:
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        self.active_segment.append(data, first_offset, next_offset, max_timestamp, offset_of_max)
+        self._unflushed_messages += next_offset - first_offset
+        if self._unflushed_messages >= self.config.flush_messages:
+            self._flush_locked(next_offset)
+
+    def _maybe_roll(self, incoming_bytes: int, last_offset: int) -> None:
+        segment = self.active_segment
+        if segment.is_empty:
+            return
+        now = self.clock()
+        if (segment.size + incoming_bytes > self.config.segment_bytes
+                or now - segment.created_ms > self.config.segment_ms
+                or segment.indexes_full
+                or last_offset - segment.base_offset > INT32_MAX):
+            self._roll_locked()
+
+    def roll(self) -> Segment:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        with self._lock:
+            return self._roll_locked()
+
+    def _roll_locked(self) -> Segment:
+        if self.active_segment.is_empty:
+            return self.active_segment
+        new_segment = self._new_segment(self.log_end_offset)
+        self._append_segment(new_segment)
+        return new_segment
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchData:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (the first batch
+        whole regardless when ``min_one_batch``), none reaching ``max_offset`` (the high
+        watermark for consumers; the log end for followers when None).
+
+        ``offset`` outside [log start, log end] raises OffsetOutOfRangeError.
+        """
+        with self._lock:
+            end = self.log_end_offset
+            if offset < self.log_start_offset or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: offset {offset} is outside [{self.log_start_offset}, {end}]")
+            limit = end if max_offset is None else min(max_offset, end)
+            records = b""
+            if offset < limit:
+                index = bisect_right(self._base_offsets, offset) - 1
+                while index < len(self.segments):
+                    segment = self.segments[index]
+                    position = segment.position_of(offset)
+                    if position is not None:
+                        records = segment.read(position, max_bytes, limit, min_one_batch)
+                        break
+                    index += 1
+            return FetchData(records, self.high_watermark, self.log_start_offset, end)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``; None if none."""
+        with self._lock:
+            for segment in self.segments:
+                if segment.max_timestamp < timestamp:
+                    continue
+                found = segment.first_offset_at_or_after_time(timestamp)
+                if found is not None and found[0] >= self.log_start_offset:
+                    return found
+            return None
+
+    def batches(self, start_offset: int = 0):  # type: ignore[no-untyped-def]
+        """Yield every batch from ``start_offset`` (for tools, tests and the cleaner)."""
+        with self._lock:
+            segments = list(self.segments)
+        for segment in segments:
+            if segment.next_offset <= start_offset:
+                continue
+            for _position, batch in segment.scan():
+                if batch.last_offset >= start_offset:
+                    yield batch
+
+    # -- truncation ---------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset`` (replication); returns the new end."""
+        with self._lock:
+            self._ensure_open()
+            if offset >= self.log_end_offset:
+                return self.log_end_offset
+            if offset <= self.log_start_offset and offset < self.segments[0].base_offset:
+                self._truncate_fully_locked(offset)
+                return self.log_end_offset
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                doomed = self.segments.pop()
+                self._base_offsets.pop()
+                doomed.delete_files()
+            self.active_segment.truncate_to(offset)
+            end = self.log_end_offset
+            self.high_watermark = min(self.high_watermark, end)
+            self.recovery_point = min(self.recovery_point, end)
+            self.epoch_cache.truncate_from_end(end)
+            if self.log_start_offset > end:
+                self.log_start_offset = end
+            return end
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and continue at ``offset`` (a follower far behind its leader)."""
+        with self._lock:
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete_files()
+        self.segments = []
+        self._base_offsets = []
+        self._append_segment(self._new_segment(offset))
+        self.log_start_offset = offset
+        self.high_watermark = offset
+        self.recovery_point = offset
+        self.epoch_cache.clear()
+
+    # -- durability ---------------------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to`` (default: the log end) and
+        advance the recovery point. Safe to call from a worker thread."""
+        with self._lock:
+            target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+            if target <= self.recovery_point:
+                return
+            dirty = [segment for segment in self.segments
+                     if segment.next_offset > self.recovery_point and segment.base_offset < target]
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+        for segment in dirty:
+            segment.flush()
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, target)
+
+    def _flush_locked(self, target: int) -> None:
+        for segment in self.segments:
+            if segment.next_offset > self.recovery_point and segment.base_offset < target:
+                segment.flush()
+        self.recovery_point = max(self.recovery_point, target)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self.clock()
+
+    def flush_due(self) -> bool:
+        """True when flush.ms has passed since the last flush and there is unflushed data."""
+        with self._lock:
+            return (self.log_end_offset > self.recovery_point
+                    and self.clock() - self._last_flush_ms >= self.config.flush_ms)
+
+    # -- retention ----------------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments removed.
+
+        Only whole segments entirely below the high watermark are deleted, oldest first,
+        stopping at the first that does not qualify. A deleted segment is renamed ``.deleted``
+        and unlinked after file.delete.delay.ms (see :meth:`delete_expired_files`).
+        """
+        with self._lock:
+            self._ensure_open()
+            now = self.clock()
+            config = self.config
+            removed = 0
+            if config.delete:
+                total = self.size_in_bytes
+                while self.segments:
+                    segment = self.segments[0]
+                    if segment.next_offset > self.high_watermark or segment.is_empty:
+                        break
+                    expired = config.retention_ms >= 0 and now - segment.largest_timestamp() > config.retention_ms
+                    oversize = config.retention_bytes >= 0 and total - config.retention_bytes >= segment.size
+                    below_start = len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset
+                    if not (expired or oversize or below_start):
+                        break
+                    if len(self.segments) == 1:
+                        self._roll_locked()
+                    total -= segment.size
+                    self._remove_first_segment(now)
+                    removed += 1
+            return removed
+
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` (DeleteRecords); returns the new start."""
+        with self._lock:
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(f"{self.name}: cannot delete beyond the high watermark")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.epoch_cache.truncate_from_start(offset)
+            return self.log_start_offset
+
+    def _remove_first_segment(self, now: int) -> None:
+        segment = self.segments.pop(0)
+        self._base_offsets.pop(0)
+        segment.rename_suffix(files.DELETED_SUFFIX)
+        self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def delete_expired_files(self) -> int:
+        """Unlink ``.deleted`` segments whose delay has passed; returns how many."""
+        with self._lock:
+            now = self.clock()
+            due = [segment for deadline, segment in self._pending_deletes if deadline <= now]
+            self._pending_deletes = [(deadline, segment) for deadline, segment in self._pending_deletes
+                                     if deadline > now]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    # -- compaction support -------------------------------------------------------------------
+    def replace_segments(self, old: list[Segment], new: Segment) -> None:
+        """Swap compaction output in: ``new`` (a ``.cleaned`` segment) replaces ``old``.
+
+        Crash-safe order: ``.cleaned`` → ``.swap``; old segments → ``.deleted``; ``.swap`` → live.
+        A crash in between is completed on the next open (see ``_load``).
+        """
+        with self._lock:
+            new.flush()
+            new.rename_suffix(files.SWAP_SUFFIX)
+            files.fsync_directory(self.directory)
+            now = self.clock()
+            for segment in old:
+                index = self.segments.index(segment)
+                del self.segments[index]
+                del self._base_offsets[index]
+                segment.rename_suffix(files.DELETED_SUFFIX)
+                self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+            new.rename_suffix("")
+            files.fsync_directory(self.directory)
+            position = bisect_right(self._base_offsets, new.base_offset)
+            self.segments.insert(position, new)
+            self._base_offsets.insert(position, new.base_offset)
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def _ensure_open(self) -> None:
+        if self.closed:
+            raise StorageError(f"log {self.name} is closed")
+
+    def close(self) -> None:
+        """Flush everything and close the files."""
+        with self._lock:
+            if self.closed:
+                return
+            self._flush_locked(self.log_end_offset)
+            self.closed = True
+            for segment in self.segments:
+                segment.close()
+            for _deadline, segment in self._pending_deletes:
+                segment.delete_files()
+            self._pending_deletes = []
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        import shutil
+
+        with self._lock:
+            self.closed = True
+            for segment in self.segments:
+                segment.close()
+            for _deadline, segment in self._pending_deletes:
+                segment.close()
+            shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,146 @@
+"""LogManager, checkpoint files and the leader epoch cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalite.config import LogConfig
+from kafkalite.errors import StorageError
+from kafkalite.storage import checkpoint, files
+from kafkalite.storage.epochs import LeaderEpochCache
+from kafkalite.storage.manager import LogManager
+from tests.unit.test_log import FakeClock, read_all, values_batch
+
+
+def test_offsets_checkpoint_round_trip_and_format(tmp_path: Path) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    checkpoint.write_offsets(path, {("orders", 1): 42, ("my-topic", 0): 7})
+    assert path.read_text() == "0\n2\nmy-topic 0 7\norders 1 42\n"
+    assert checkpoint.read_offsets(path) == {("orders", 1): 42, ("my-topic", 0): 7}
+    assert checkpoint.read_offsets(tmp_path / "missing") == {}
+
+
+@pytest.mark.parametrize("text", ["", "1\n0\n", "0\n2\nt 0 1\n", "0\n1\nt x 1\n", "0\n1\nt 0\n"])
+def test_malformed_checkpoint_is_a_storage_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "checkpoint"
+    path.write_text(text)
+    with pytest.raises(StorageError):
+        checkpoint.read_offsets(path)
+
+
+def test_epoch_cache_answers_end_offsets_like_kafka(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / files.LEADER_EPOCH_CHECKPOINT)
+    cache.assign(1, 0)
+    cache.assign(2, 100)
+    cache.assign(2, 150)  # not newer: ignored
+    cache.assign(5, 300)
+    assert cache.entries == [(1, 0), (2, 100), (5, 300)]
+    assert cache.end_offset_for(5, 420) == (5, 420)
+    assert cache.end_offset_for(2, 420) == (2, 300)
+    assert cache.end_offset_for(3, 420) == (2, 300)  # largest known epoch <= 3 is 2
+    assert cache.end_offset_for(0, 420) == (-1, -1)
+    assert cache.epoch_for_offset(299) == 2
+    reloaded = LeaderEpochCache(tmp_path / files.LEADER_EPOCH_CHECKPOINT)
+    assert reloaded.entries == cache.entries
+    cache.truncate_from_end(200)
+    assert cache.entries == [(1, 0), (2, 100)]
+    cache.truncate_from_start(120)
+    assert cache.entries == [(2, 120)]
+
+
+def test_manager_reopens_logs_and_checkpoints(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = LogManager([tmp_path / "a", tmp_path / "b"], LogConfig(), clock=clock)
+    manager.start()
+    logs = [manager.get_or_create("orders", partition) for partition in range(4)]
+    assert {log.directory.parent for log in logs} == {tmp_path / "a", tmp_path / "b"}
+    for partition_log in logs:
+        partition_log.append_as_leader(values_batch(0, 10), leader_epoch=0)
+        partition_log.update_high_watermark(7)
+    manager.shutdown()
+    assert (tmp_path / "a" / files.CLEAN_SHUTDOWN_MARKER).exists()
+    assert checkpoint.read_offsets(tmp_path / "a" / files.REPLICATION_CHECKPOINT)
+    again = LogManager([tmp_path / "a", tmp_path / "b"], LogConfig(), clock=clock)
+    again.start()
+    assert not (tmp_path / "a" / files.CLEAN_SHUTDOWN_MARKER).exists()
+    assert sorted(again.logs) == [("orders", partition) for partition in range(4)]
+    for partition_log in again.logs.values():
+        assert partition_log.log_end_offset == 10
+        assert partition_log.high_watermark == 7
+        assert partition_log.recovery_point == 10
+        assert read_all(partition_log) == list(range(10))
+
+
+def test_manager_delete_removes_the_directory(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig())
+    manager.start()
+    partition_log = manager.get_or_create("doomed", 0)
+    partition_log.append_as_leader(values_batch(0, 1), leader_epoch=0)
+    assert manager.delete("doomed", 0)
+    assert not any(path.name.startswith("doomed") for path in tmp_path.iterdir())
+    assert manager.get("doomed", 0) is None
+    assert not manager.delete("doomed", 0)
+
+
+def test_manager_refuses_illegal_topic_names(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig())
+    manager.start()
+    for name in ("", "..", "a/b", "x" * 250, "spaces here"):
+        with pytest.raises(StorageError):
+            manager.get_or_create(name, 0)
+
+
+def test_topic_overrides_apply_to_logs(tmp_path: Path) -> None:
+    overrides = {"compacted": {"cleanup.policy": "compact", "segment.bytes": "1024"}}
+    manager = LogManager([tmp_path], LogConfig(), topic_configs=lambda topic: overrides.get(topic, {}))
+    manager.start()
+    assert manager.get_or_create("compacted", 0).config.compact
+    assert not manager.get_or_create("plain", 0).config.compact
+    overrides["plain"] = {"retention.ms": "5"}
+    manager.update_config("plain")
+    assert manager.get("plain", 0).config.retention_ms == 5  # type: ignore[union-attr]
+
+
+def test_manager_retention_and_cleaner_jobs(tmp_path: Path) -> None:
+    clock = FakeClock()
+    overrides = {"short": {"retention.ms": "1000", "segment.bytes": "1024", "file.delete.delay.ms": "0"},
+                 "keyed": {"cleanup.policy": "compact", "segment.bytes": "1024"}}
+    manager = LogManager([tmp_path], LogConfig(), topic_configs=lambda topic: overrides.get(topic, {}), clock=clock)
+    manager.start()
+    short = manager.get_or_create("short", 0)
+    for start in range(0, 100, 10):
+        short.append_as_leader(values_batch(start, 10, timestamp=clock.now), leader_epoch=0)
+    short.update_high_watermark(short.log_end_offset)
+    clock.advance(5_000)
+    assert manager.run_retention() > 0
+    assert short.log_start_offset > 0
+    from kafkalite.record.batch import build_batch
+    keyed = manager.get_or_create("keyed", 0)
+    for index in range(40):
+        keyed.append_as_leader(build_batch([b"v%d" % index], keys=[b"k%d" % (index % 3)], timestamps=1), leader_epoch=0)
+    keyed.update_high_watermark(keyed.log_end_offset)
+    results = manager.run_cleaner()
+    assert [key for key, _ in results] == [("keyed", 0)]
+    assert checkpoint.read_offsets(tmp_path / files.CLEANER_CHECKPOINT)[("keyed", 0)] > 0
+
+
+def test_config_parsing_of_broker_properties() -> None:
+    from kafkalite.config import parse_properties
+    from kafkalite.errors import ConfigError
+
+    properties = parse_properties("# comment\nlog.retention.hours=1\nlog.segment.bytes = 2048\n"
+                                  "log.cleanup.policy: compact,delete\nlong.value=a\\\n  b\n")
+    config = LogConfig.from_broker_properties(properties)
+    assert config.retention_ms == 3_600_000 and config.segment_bytes == 2048
+    assert config.compact and config.delete
+    assert properties["long.value"] == "ab"
+    with pytest.raises(ConfigError):
+        parse_properties("no separator here")
+    with pytest.raises(ConfigError):
+        LogConfig().with_overrides({"segment.bytes": "lots"})
+    with pytest.raises(ConfigError):
+        LogConfig().with_overrides({"no.such.config": "1"})
+    with pytest.raises(ConfigError):
+        LogConfig().with_overrides({"cleanup.policy": "shred"})

@@ -513,6 +513,12 @@ class ZNodeMissingError(CoordinationError):
     retriable = False
 
 
+class ZNodeDataError(CoordinationError):
+    """A znode holds data that is not the JSON payload its path promises."""
+
+    retriable = False
+
+
 class ConfigError(KafkaliteError):
     """A configuration value or file is malformed or out of range."""
 

@@ -1,0 +1,465 @@
+"""Integration tests of kafkalite.coord.zk and zk/zookeeper.sh against real ZooKeeper servers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import pytest
+
+from kafkalite.coord import znodes
+from kafkalite.coord.zk import SessionState, ZNodeStat, ZooKeeperClient, parse_connect_string
+from kafkalite.errors import (
+    CoordinationError,
+    IllegalStateError,
+    ZNodeExistsError,
+    ZNodeMissingError,
+    ZNodeVersionConflictError,
+)
+from tests.support.zookeeper import (
+    LAUNCHER_SCRIPT,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    four_letter_word,
+    free_ports,
+)
+
+pytestmark = pytest.mark.integration
+
+_Result = TypeVar("_Result")
+
+
+def run(scenario: Callable[[], Awaitable[_Result]], timeout: float = 60.0) -> _Result:
+    """Run one async scenario on a fresh event loop, bounded in time."""
+
+    async def bounded() -> _Result:
+        return await asyncio.wait_for(scenario(), timeout)
+
+    return asyncio.run(bounded())
+
+
+class Recorder:
+    """Collects callback arguments on the loop, with the thread each call ran on."""
+
+    def __init__(self) -> None:
+        self.loop_thread = threading.current_thread()
+        self.queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        self.threads: list[threading.Thread] = []
+
+    def record(self, *arguments: Any) -> None:
+        self.threads.append(threading.current_thread())
+        self.queue.put_nowait(arguments)
+
+    async def record_async(self, *arguments: Any) -> None:
+        await asyncio.sleep(0)
+        self.record(*arguments)
+
+    async def next(self, timeout: float = 10.0) -> tuple[Any, ...]:
+        return await asyncio.wait_for(self.queue.get(), timeout)
+
+    def drain(self) -> list[tuple[Any, ...]]:
+        """Everything recorded and not yet consumed, without waiting."""
+        drained: list[tuple[Any, ...]] = []
+        while not self.queue.empty():
+            drained.append(self.queue.get_nowait())
+        return drained
+
+    async def nothing_within(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self.queue.get(), seconds)
+        except asyncio.TimeoutError:
+            return True
+        return False
+
+    def assert_all_on_loop_thread(self) -> None:
+        assert self.threads, "no callback ran"
+        assert all(thread is self.loop_thread for thread in self.threads), self.threads
+
+
+async def retry_coordination(action: Callable[[], Awaitable[_Result]],
+                             within: float = 15.0) -> _Result:
+    """Retry ``action`` while it fails with a retriable CoordinationError."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await action()
+        except CoordinationError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def test_create_get_set_delete_with_versions(zookeeper_connect: str,
+                                             zookeeper: ZooKeeperServer) -> None:
+    async def scenario() -> None:
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as zk:
+            assert zk.session_id
+            assert await zk.create("/a", b"one") == "/a"
+            data, stat = await zk.get("/a")
+            assert (data, stat.version, stat.is_ephemeral) == (b"one", 0, False)
+            assert (await zk.set("/a", b"two", version=0)).version == 1
+            with pytest.raises(ZNodeVersionConflictError) as conflict:
+                await zk.set("/a", b"three", version=0)
+            assert type(conflict.value.__cause__).__name__ == "BadVersionError"
+            assert (await zk.get("/a"))[0] == b"two"
+            with pytest.raises(ZNodeExistsError):
+                await zk.create("/a")
+            with pytest.raises(ZNodeMissingError):
+                await zk.get("/missing")
+            with pytest.raises(ZNodeMissingError):
+                await zk.create("/no/parent")
+            assert await zk.exists("/missing") is None
+            exists = await zk.exists("/a")
+            assert isinstance(exists, ZNodeStat) and exists.version == 1
+
+            assert await zk.create("/deep/er/node", b"x", makepath=True) == "/deep/er/node"
+            first = await zk.create("/seq/item-", sequence=True, makepath=True)
+            second = await zk.create("/seq/item-", sequence=True)
+            assert [znodes.sequence_number(p.rsplit("/", 1)[1], "item-")
+                    for p in (first, second)] == [0, 1]
+            assert await zk.get_children("/seq") == ["item-0000000000", "item-0000000001"]
+
+            with pytest.raises(ZNodeVersionConflictError):
+                await zk.delete("/a", version=0)
+            await zk.delete("/a", version=1)
+            with pytest.raises(ZNodeMissingError):
+                await zk.delete("/a")
+            with pytest.raises(CoordinationError, match="children"):
+                await zk.delete("/deep")
+            await zk.delete("/deep", recursive=True)
+            assert await zk.exists("/deep") is None
+
+            await zk.ensure_paths(znodes.PERSISTENT_PATHS)
+            await zk.ensure_paths(znodes.PERSISTENT_PATHS)
+            for path in znodes.PERSISTENT_PATHS:
+                assert await zk.exists(path) is not None
+            with pytest.raises(TypeError):
+                await zk.create("/text", "not bytes")  # type: ignore[arg-type]
+        with pytest.raises(IllegalStateError):
+            await zk.get("/seq")
+
+        # The chroot was created by start() and every path above lives under it.
+        _, chroot = parse_connect_string(zookeeper_connect)
+        async with ZooKeeperClient(zookeeper.connect_string, session_timeout=6.0) as root:
+            assert await root.get_children(chroot + "/seq") == ["item-0000000000",
+                                                                "item-0000000001"]
+
+    run(scenario)
+
+
+def test_ephemeral_node_disappears_when_its_client_stops(zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as observer:
+            owner = ZooKeeperClient(zookeeper_connect, session_timeout=6.0)
+            await owner.start()
+            await owner.ensure_path(znodes.BROKER_IDS_PATH)
+            registration = znodes.BrokerRegistration.for_http("127.0.0.1", 9092)
+            path = znodes.broker_path(1)
+            await owner.create(path, registration.to_bytes(), ephemeral=True)
+            data, stat = await observer.get(path)
+            assert znodes.BrokerRegistration.from_bytes(data, path) == registration
+            assert stat.is_ephemeral and stat.ephemeral_owner == owner.session_id
+            await owner.stop()
+            assert owner.session_id is None
+            assert await observer.exists(path) is None
+
+    run(scenario)
+
+
+def test_transaction_is_all_or_nothing(zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as zk:
+            await zk.create("/t", b"original")
+            failing = (zk.transaction()
+                       .create("/created-by-failed-transaction", b"x")
+                       .set_data("/t", b"changed")
+                       .check("/t", version=5))
+            with pytest.raises(ZNodeVersionConflictError, match="check /t version 5"):
+                await failing.commit()
+            assert await zk.exists("/created-by-failed-transaction") is None
+            data, stat = await zk.get("/t")
+            assert (data, stat.version) == (b"original", 0)
+            with pytest.raises(IllegalStateError):
+                await failing.commit()
+
+            results = await (zk.transaction()
+                             .check("/t", version=0)
+                             .create("/t/child", b"c")
+                             .set_data("/t", b"changed", version=0)
+                             .commit())
+            assert results[0] is True and results[1] == "/t/child"
+            assert isinstance(results[2], ZNodeStat) and results[2].version == 1
+            with pytest.raises(ZNodeMissingError):
+                await zk.transaction().check("/absent", version=0).create("/other").commit()
+            assert await zk.exists("/other") is None
+
+            # Controller election as one multi: ephemeral /controller + conditional epoch bump.
+            await zk.create(znodes.CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(0).to_bytes())
+            _, epoch_stat = await zk.get(znodes.CONTROLLER_EPOCH_PATH)
+            elect = (zk.transaction()
+                     .create(znodes.CONTROLLER_PATH, znodes.ControllerInfo(1).to_bytes(),
+                             ephemeral=True)
+                     .set_data(znodes.CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(1).to_bytes(),
+                               version=epoch_stat.version))
+            await elect.commit()
+            rival = (zk.transaction()
+                     .create(znodes.CONTROLLER_PATH, znodes.ControllerInfo(2).to_bytes(),
+                             ephemeral=True)
+                     .set_data(znodes.CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(2).to_bytes(),
+                               version=epoch_stat.version))
+            with pytest.raises(ZNodeExistsError):
+                await rival.commit()
+            data, _ = await zk.get(znodes.CONTROLLER_EPOCH_PATH)
+            assert znodes.ControllerEpoch.from_bytes(data).epoch == 1
+
+    run(scenario)
+
+
+def test_data_watch_runs_on_the_loop_thread(zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        recorder = Recorder()
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as zk:
+            watch = await zk.watch_data("/w", recorder.record_async)
+            assert await recorder.next() == (None, None)
+            await zk.create("/w", b"v1")
+            data, stat = await recorder.next()
+            assert (data, stat.version) == (b"v1", 0)
+            await zk.set("/w", b"v2")
+            data, stat = await recorder.next()
+            assert (data, stat.version) == (b"v2", 1)
+            await zk.delete("/w")
+            assert await recorder.next() == (None, None)
+            watch.cancel()
+            assert not watch.active
+            await zk.create("/w", b"after cancel")
+            assert await recorder.nothing_within(0.5)
+        recorder.assert_all_on_loop_thread()
+
+    run(scenario)
+
+
+def test_children_watch_runs_on_the_loop_thread(zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        recorder = Recorder()
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as zk:
+            with pytest.raises(ZNodeMissingError):
+                await zk.watch_children("/not-there", recorder.record)
+            await zk.ensure_path("/c")
+            await zk.watch_children("/c", recorder.record)
+            assert await recorder.next() == ([],)
+            await zk.create("/c/b")
+            assert await recorder.next() == (["b"],)
+            await zk.create("/c/a")
+            assert await recorder.next() == (["a", "b"],)
+            await zk.delete("/c/b")
+            assert await recorder.next() == (["a"],)
+        recorder.assert_all_on_loop_thread()
+
+    run(scenario)
+
+
+class PartitionableProxy:
+    """A loopback TCP proxy in front of one ZooKeeper server that can cut the network.
+
+    While partitioned, established connections are reset and new ones are accepted but never
+    forwarded (a black hole), so the client hears nothing while the server, which keeps
+    running, sees its client gone and expires the session on its own clock.
+    Runs on the test's event loop.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self._target_port = target_port
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.partitioned = False
+        self.port = 0
+
+    async def start(self) -> None:
+        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = server
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        if self.partitioned:
+            return
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(
+                "127.0.0.1", self._target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.add(upstream_writer)
+        for source, sink in ((reader, upstream_writer), (upstream_reader, writer)):
+            task = asyncio.create_task(self._pump(source, sink))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sink.transport.abort()
+
+    def _reset_all(self) -> None:
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    def partition(self) -> None:
+        self.partitioned = True
+        self._reset_all()
+
+    def heal(self) -> None:
+        """Forward again; the black-holed connection attempts are reset so clients retry."""
+        self.partitioned = False
+        self._reset_all()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        self._reset_all()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def test_session_survives_a_short_partition_and_expires_in_a_long_one(
+        zookeeper: ZooKeeperServer) -> None:
+    """A partition shorter than the session: SUSPENDED → CONNECTED on the same session.
+    Longer: the running server expires the session; on healing the client sees
+    SUSPENDED → LOST → CONNECTED on a new session, its ephemeral is gone and its watches
+    work again."""
+
+    async def scenario() -> None:
+        proxy = PartitionableProxy(zookeeper.port)
+        await proxy.start()
+        connect = f"127.0.0.1:{proxy.port}/partition-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            states = Recorder()
+            async with ZooKeeperClient(connect, session_timeout=6.0) as patient:
+                patient.add_session_listener(states.record)
+                session = patient.session_id
+                await patient.create("/kept", b"", ephemeral=True)
+                proxy.partition()
+                assert await states.next(timeout=5.0) == (SessionState.SUSPENDED,)
+                await asyncio.sleep(0.5)
+                proxy.heal()
+                assert await states.next(timeout=10.0) == (SessionState.CONNECTED,)
+                assert patient.session_id == session
+                assert await patient.exists("/kept") is not None
+            states.assert_all_on_loop_thread()
+
+            states = Recorder()
+            data_events = Recorder()
+            zk = ZooKeeperClient(connect, session_timeout=2.0)
+            zk.add_session_listener(states.record_async)
+            await zk.start()
+            try:
+                assert await states.next() == (SessionState.CONNECTED,)
+                first_session = zk.session_id
+                await zk.create("/ephemeral", b"", ephemeral=True)
+                await zk.create("/watched", b"before")
+                await zk.watch_data("/watched", data_events.record)
+                assert (await data_events.next())[0] == b"before"
+
+                proxy.partition()
+                assert await states.next(timeout=5.0) == (SessionState.SUSPENDED,)
+                await asyncio.sleep(3.5)  # the server expires the 2 s session meanwhile
+                proxy.heal()
+                assert await states.next(timeout=15.0) == (SessionState.LOST,)
+                assert await states.next(timeout=15.0) == (SessionState.CONNECTED,)
+                assert zk.state is SessionState.CONNECTED
+                assert zk.session_id not in (None, first_session)
+                assert await zk.exists("/ephemeral") is None
+
+                await zk.set("/watched", b"after")
+                assert (await data_events.next())[0] == b"after"
+            finally:
+                await zk.stop()
+            states.assert_all_on_loop_thread()
+            data_events.assert_all_on_loop_thread()
+        finally:
+            await proxy.close()
+
+    run(scenario)
+
+
+def test_launcher_script_start_status_stop_round_trip(tmp_path: Path) -> None:
+    data_dir = tmp_path / "scripted"
+    port = free_ports(1)[0]
+
+    def launcher(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(LAUNCHER_SCRIPT), *arguments, "--data-dir",
+                               str(data_dir)], capture_output=True, text=True, timeout=60)
+
+    started = launcher("start", "--port", str(port), "--tick-time", "500")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        pid = int((data_dir / "zookeeper.pid").read_text())
+        assert four_letter_word(port, "ruok") == "imok"
+        again = launcher("start", "--port", str(port), "--tick-time", "500")
+        assert again.returncode == 0 and "already running" in again.stdout
+        status = launcher("status")
+        assert status.returncode == 0 and "mode standalone" in status.stdout
+
+        async def scenario() -> None:
+            async with ZooKeeperClient(f"127.0.0.1:{port}/scripted", session_timeout=6.0) as zk:
+                await zk.create("/hello", b"world")
+                assert (await zk.get("/hello"))[0] == b"world"
+
+        run(scenario)
+    finally:
+        stopped = launcher("stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "stopped" in stopped.stdout
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not (data_dir / "zookeeper.pid").exists()
+    status = launcher("status")
+    assert status.returncode == 3 and "not running" in status.stdout
+    assert launcher("stop").returncode == 0
+
+
+def test_ensemble_client_survives_the_loss_of_the_leader(
+        zookeeper_ensemble: ZooKeeperEnsemble) -> None:
+    leader = zookeeper_ensemble.leader_index()
+    assert leader is not None
+
+    async def scenario() -> None:
+        states = Recorder()
+        zk = ZooKeeperClient(f"{zookeeper_ensemble.connect_string}/ensemble", session_timeout=6.0)
+        zk.add_session_listener(states.record)
+        await zk.start()
+        try:
+            session = zk.session_id
+            await zk.create("/registration", b"", ephemeral=True)
+            await zk.create("/counter", b"0")
+
+            await asyncio.to_thread(zookeeper_ensemble.kill_node, leader)
+            stat = await retry_coordination(lambda: zk.set("/counter", b"1"))
+            assert stat.version == 1
+            assert await zk.exists("/registration") is not None
+            assert zk.session_id == session
+            assert (await zk.get("/counter"))[0] == b"1"
+            seen = [arguments[0] for arguments in states.drain()]
+            assert SessionState.LOST not in seen, seen
+        finally:
+            await zk.stop()
+
+    try:
+        run(scenario)
+    finally:
+        zookeeper_ensemble.start_node(leader)
+    assert all(node.mode() in ("leader", "follower") for node in zookeeper_ensemble.nodes)

@@ -1,0 +1,1 @@
+"""Client side of kafkalite: partitioners, consumer-group assignors, producer and consumer."""

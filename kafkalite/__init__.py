@@ -1,1 +1,3 @@
 """kafkalite: a Kafka-style distributed commit log."""
+
+__version__ = "0.1.0"

@@ -241,3 +241,171 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
     if pending:
         raise ConfigError(f"{source}: file ends inside a continued line")
     return result
+
+
+_BROKER_SETTINGS: dict[str, _Setting] = {
+    "broker.id": _Setting("broker_id", parse_int, 0),
+    "broker.rack": _Setting("broker_rack", str),
+    "listeners": _Setting("listeners", str),
+    "advertised.listeners": _Setting("advertised_listeners", str),
+    "zookeeper.connect": _Setting("zookeeper_connect", str),
+    "zookeeper.session.timeout.ms": _Setting("zookeeper_session_timeout_ms", parse_int, 1000),
+    "zookeeper.connection.timeout.ms": _Setting("zookeeper_connection_timeout_ms", parse_int, 1000),
+    "num.partitions": _Setting("num_partitions", parse_int, 1),
+    "default.replication.factor": _Setting("default_replication_factor", parse_int, 1),
+    "auto.create.topics.enable": _Setting("auto_create_topics_enable", parse_bool),
+    "delete.topic.enable": _Setting("delete_topic_enable", parse_bool),
+    "replica.lag.time.max.ms": _Setting("replica_lag_time_max_ms", parse_int, 1),
+    "replica.fetch.wait.max.ms": _Setting("replica_fetch_wait_max_ms", parse_int, 0),
+    "replica.fetch.min.bytes": _Setting("replica_fetch_min_bytes", parse_int, 1),
+    "replica.fetch.max.bytes": _Setting("replica_fetch_max_bytes", parse_int, 1),
+    "replica.fetch.backoff.ms": _Setting("replica_fetch_backoff_ms", parse_int, 0),
+    "replica.high.watermark.checkpoint.interval.ms": _Setting("replica_high_watermark_checkpoint_interval_ms",
+                                                              parse_int, 1),
+    "log.retention.check.interval.ms": _Setting("log_retention_check_interval_ms", parse_int, 1),
+    "log.flush.offset.checkpoint.interval.ms": _Setting("log_flush_offset_checkpoint_interval_ms", parse_int, 1),
+    "log.flush.scheduler.interval.ms": _Setting("log_flush_scheduler_interval_ms", parse_int, 1),
+    "log.cleaner.enable": _Setting("log_cleaner_enable", parse_bool),
+    "log.cleaner.backoff.ms": _Setting("log_cleaner_backoff_ms", parse_int, 1),
+    "controlled.shutdown.enable": _Setting("controlled_shutdown_enable", parse_bool),
+    "controlled.shutdown.max.retries": _Setting("controlled_shutdown_max_retries", parse_int, 0),
+    "controlled.shutdown.retry.backoff.ms": _Setting("controlled_shutdown_retry_backoff_ms", parse_int, 0),
+    "auto.leader.rebalance.enable": _Setting("auto_leader_rebalance_enable", parse_bool),
+    "leader.imbalance.check.interval.seconds": _Setting("leader_imbalance_check_interval_seconds", parse_int, 1),
+    "leader.imbalance.per.broker.percentage": _Setting("leader_imbalance_per_broker_percentage", parse_int, 0),
+    "offsets.topic.num.partitions": _Setting("offsets_topic_num_partitions", parse_int, 1),
+    "offsets.topic.replication.factor": _Setting("offsets_topic_replication_factor", parse_int, 1),
+    "offsets.topic.segment.bytes": _Setting("offsets_topic_segment_bytes", parse_int, 14),
+    "offsets.retention.minutes": _Setting("offsets_retention_minutes", parse_int, 1),
+    "offsets.retention.check.interval.ms": _Setting("offsets_retention_check_interval_ms", parse_int, 1),
+    "offsets.commit.timeout.ms": _Setting("offsets_commit_timeout_ms", parse_int, 1),
+    "offset.metadata.max.bytes": _Setting("offset_metadata_max_bytes", parse_int, 0),
+    "group.min.session.timeout.ms": _Setting("group_min_session_timeout_ms", parse_int, 0),
+    "group.max.session.timeout.ms": _Setting("group_max_session_timeout_ms", parse_int, 0),
+    "group.initial.rebalance.delay.ms": _Setting("group_initial_rebalance_delay_ms", parse_int, 0),
+    "group.max.size": _Setting("group_max_size", parse_int, 1),
+    "socket.request.max.bytes": _Setting("socket_request_max_bytes", parse_int, 1024),
+    "request.timeout.ms": _Setting("request_timeout_ms", parse_int, 1),
+}
+
+# Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
+_LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.retention.minutes",
+                                                     "log.roll.hours", "log.dirs", "log.dir"}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """One broker's settings from ``server.properties`` (Kafka's names and defaults).
+
+    ``log`` holds the topic-level defaults (``log.*`` settings); ``log_dirs`` comes from
+    ``log.dirs`` (or ``log.dir``). Listeners are ``PLAINTEXT://host:port`` or ``http://host:port``
+    (the same HTTP listener either way).
+    """
+
+    broker_id: int = 0
+    broker_rack: str | None = None
+    listeners: str = "PLAINTEXT://127.0.0.1:9092"
+    advertised_listeners: str | None = None
+    log_dirs: tuple[str, ...] = ("/tmp/kafkalite-logs",)
+    zookeeper_connect: str = "127.0.0.1:2181/kafkalite"
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_backoff_ms: int = 1000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_scheduler_interval_ms: int = 1000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_commit_timeout_ms: int = 5000
+    offset_metadata_max_bytes: int = 4096
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2_147_483_647
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    request_timeout_ms: int = 30_000
+    log: LogConfig = LogConfig()
+    unknown: tuple[str, ...] = ()
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> "BrokerConfig":
+        """Build from parsed properties; bad values raise ConfigError naming the key."""
+        changes: dict[str, Any] = {}
+        unknown: list[str] = []
+        for name, raw in properties.items():
+            setting = _BROKER_SETTINGS.get(name)
+            if setting is None:
+                if name not in _LOG_PROPERTY_NAMES:
+                    unknown.append(name)
+                continue
+            try:
+                value = setting.parse(raw)
+            except ConfigError as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+            if setting.minimum is not None and value < setting.minimum:
+                raise ConfigError(f"{name} must be at least {setting.minimum}, got {raw!r}")
+            changes[setting.attribute] = value
+        directories = properties.get("log.dirs") or properties.get("log.dir")
+        if directories is not None:
+            parts = tuple(part.strip() for part in directories.split(",") if part.strip())
+            if not parts:
+                raise ConfigError("log.dirs must name at least one directory")
+            changes["log_dirs"] = parts
+        if changes.get("broker_rack") == "":
+            changes["broker_rack"] = None
+        try:
+            changes["log"] = LogConfig.from_broker_properties(properties)
+        except ConfigError as exc:
+            raise ConfigError(f"server properties: {exc}") from None
+        config = cls(**changes, unknown=tuple(sorted(unknown)))
+        config.listener_address()  # validates the listener
+        config.advertised_address()
+        return config
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> "BrokerConfig":
+        properties = load_properties(path)
+        properties.update(overrides or {})
+        return cls.from_properties(properties)
+
+    @staticmethod
+    def _parse_listener(value: str, name: str) -> tuple[str, int]:
+        first = value.split(",")[0].strip()
+        _, separator, address = first.rpartition("://")
+        if not separator:
+            address = first
+        host, colon, port_text = address.rpartition(":")
+        if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+            raise ConfigError(f"{name} must look like PLAINTEXT://host:port, got {value!r}")
+        return host or "0.0.0.0", int(port_text)
+
+    def listener_address(self) -> tuple[str, int]:
+        """(host, port) to bind."""
+        return self._parse_listener(self.listeners, "listeners")
+
+    def advertised_address(self) -> tuple[str, int]:
+        """(host, port) that clients are told to use."""
+        if self.advertised_listeners:
+            return self._parse_listener(self.advertised_listeners, "advertised.listeners")
+        host, port = self.listener_address()
+        return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port

@@ -1,0 +1,66 @@
+"""``python -m kafkalite.broker server.properties [--override key=value ...]``: run one broker.
+
+Runs until SIGTERM or SIGINT, then shuts down gracefully (controlled shutdown first). Exit
+codes: 0 after a clean stop, 1 when the broker could not start (the reason is logged), 2 for
+bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from kafkalite.broker.server import Broker, load_config
+from kafkalite.errors import KafkaliteError
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)", stream=sys.stderr)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+async def _run(broker: Broker) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, stop.set)
+    try:
+        await broker.start()
+    except KafkaliteError as exc:
+        logging.getLogger("kafkalite.broker").error("broker failed to start: %s", exc)
+        await broker.stop()
+        return 1
+    await stop.wait()
+    await broker.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafkalite-server-start.sh",
+                                     description="Start a kafkalite broker from a server.properties file.")
+    parser.add_argument("config", help="path to server.properties")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a property of the file (may be repeated)")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    arguments = parser.parse_args(argv)
+    _configure_logging(arguments.log_level)
+    try:
+        config = load_config(arguments.config, arguments.override)
+    except KafkaliteError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    broker = Broker(config)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(_run(broker))
+    return uvloop.run(_run(broker))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

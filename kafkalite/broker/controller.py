@@ -1,0 +1,444 @@
+"""The controller: one elected broker that owns leader election and topic lifecycle.
+
+Election is Kafka's: one ZooKeeper transaction checks the version of ``/controller_epoch``,
+creates the ephemeral ``/controller`` and bumps the epoch. Every later write of the controller
+is a transaction that first checks ``/controller_epoch`` still has the version this controller
+wrote, so a deposed ("zombie") controller can change nothing.
+
+While active it reconciles the cluster whenever something changes (brokers join, leave or
+bounce; topics or partitions appear; deletions or preferred elections are requested):
+
+* new partitions get a state znode: first live replica in assignment order leads, every live
+  replica is in the ISR, leader epoch 0;
+* partitions whose leader died elect the first live ISR member in assignment order (epoch + 1);
+  with none alive they stay offline with the last ISR recorded, unless
+  ``unclean.leader.election.enable`` lets any live replica lead;
+* dead followers are removed from the ISR (epoch + 1, as Kafka does);
+* a bounced broker (same id, new registration) is handled as a failure followed by a restart;
+* topics marked in ``/admin/delete_topics`` are removed from ZooKeeper in one fenced
+  transaction; every broker then deletes its logs when its watch sees the topic go;
+* preferred-replica elections (requested in ``/admin/preferred_replica_election`` or by the
+  periodic auto-rebalance) move leadership back to the first replica when it is in the ISR;
+* controlled shutdown requests move leadership off the stopping broker before it goes.
+
+Brokers learn every decision through their own watches on the state znodes (see
+:mod:`kafkalite.broker.metadata`); the controller sends them nothing.
+
+Concurrency: event-loop only; reconciliation passes run one at a time in one task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from kafkalite.broker import assignment
+from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
+from kafkalite.config import BrokerConfig
+from kafkalite.coord import znodes
+from kafkalite.coord.zk import Watch, ZooKeeperClient
+from kafkalite.errors import (
+    KafkaliteError,
+    NotControllerError,
+    StaleBrokerEpochError,
+    ZNodeExistsError,
+    ZNodeMissingError,
+    ZNodeVersionConflictError,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    """Controller election and duties for one broker. See the module docstring."""
+
+    def __init__(self, config: BrokerConfig, zookeeper: ZooKeeperClient, metadata: MetadataCache,
+                 topic_configs: Callable[[str], dict[str, str]], clock: Callable[[], int]) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zookeeper = zookeeper
+        self.metadata = metadata
+        self.topic_configs = topic_configs
+        self.clock = clock
+        self.active = False
+        self.epoch = -1
+        self.epoch_version = -1
+        self.elections = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._watches: list[Watch] = []
+        self._broker_epochs: dict[int, int] = {}
+        self._bounced: set[int] = set()
+        self._shutting_down: set[int] = set()
+        self._deletions: list[str] = []
+        self._preferred_requests: list[tuple[str, int]] = []
+        self._stopped = False
+        self._election_lock = asyncio.Lock()
+        metadata.add_listener(self)
+
+    # -- metadata listener --------------------------------------------------------------------
+    def on_partition_changed(self, info: PartitionInfo) -> None:
+        if self.active:
+            self._wake.set()
+
+    def on_topic_removed(self, topic: str, partitions: list[int]) -> None:
+        if self.active:
+            self._wake.set()
+
+    def on_brokers_changed(self, live: dict[int, LiveBroker]) -> None:
+        if not self.active:
+            return
+        for broker_id, broker in live.items():
+            known = self._broker_epochs.get(broker_id)
+            if known is not None and known != broker.epoch:
+                log.info("controller: broker %d bounced (epoch %d -> %d)", broker_id, known, broker.epoch)
+                self._bounced.add(broker_id)
+        self._broker_epochs = {broker_id: broker.epoch for broker_id, broker in live.items()}
+        self._shutting_down &= set(live)
+        self._wake.set()
+
+    def on_controller_changed(self, controller_id: int) -> None:
+        if self._stopped:
+            return
+        if controller_id == -1:
+            asyncio.get_running_loop().create_task(self.try_elect())
+        elif controller_id != self.broker_id and self.active:
+            log.warning("controller: broker %d is controller now; resigning", controller_id)
+            self._resign()
+
+    def on_topic_config_changed(self, topic: str, configs: dict[str, str]) -> None:
+        pass
+
+    # -- election -----------------------------------------------------------------------------
+    async def try_elect(self) -> bool:
+        async with self._election_lock:
+            if self._stopped or self.active:
+                return self.active
+            try:
+                data, stat = await self.zookeeper.get(znodes.CONTROLLER_EPOCH_PATH)
+                current = znodes.ControllerEpoch.from_bytes(data, znodes.CONTROLLER_EPOCH_PATH).epoch
+            except ZNodeMissingError:
+                try:
+                    await self.zookeeper.create(znodes.CONTROLLER_EPOCH_PATH,
+                                                znodes.ControllerEpoch(0).to_bytes())
+                except ZNodeExistsError:
+                    pass
+                data, stat = await self.zookeeper.get(znodes.CONTROLLER_EPOCH_PATH)
+                current = znodes.ControllerEpoch.from_bytes(data, znodes.CONTROLLER_EPOCH_PATH).epoch
+            new_epoch = current + 1
+            transaction = self.zookeeper.transaction()
+            transaction.check(znodes.CONTROLLER_EPOCH_PATH, stat.version)
+            transaction.create(znodes.CONTROLLER_PATH, znodes.ControllerInfo(self.broker_id).to_bytes(),
+                               ephemeral=True)
+            transaction.set_data(znodes.CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(new_epoch).to_bytes(),
+                                 stat.version)
+            try:
+                await transaction.commit()
+            except (ZNodeExistsError, ZNodeVersionConflictError, ZNodeMissingError):
+                return False
+            except KafkaliteError as exc:
+                log.warning("controller election failed: %s", exc)
+                return False
+            self.epoch = new_epoch
+            self.epoch_version = stat.version + 1
+            self.active = True
+            self.elections += 1
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, new_epoch)
+            await self._on_elected()
+            return True
+
+    async def _on_elected(self) -> None:
+        self._broker_epochs = {broker_id: broker.epoch for broker_id, broker in self.metadata.brokers.items()}
+        self._bounced.clear()
+        self._shutting_down.clear()
+        self._watches.append(await self.zookeeper.watch_children(znodes.DELETE_TOPICS_PATH, self._on_deletions))
+        self._watches.append(await self.zookeeper.watch_data(znodes.PREFERRED_REPLICA_ELECTION_PATH,
+                                                             self._on_preferred_request))
+        self._watches.append(await self.zookeeper.watch_children(znodes.ISR_CHANGE_NOTIFICATION_PATH,
+                                                                 self._on_isr_notifications))
+        self._task = asyncio.get_running_loop().create_task(self._reconcile_loop(), name="controller")
+        if self.config.auto_leader_rebalance_enable:
+            self._rebalance_task = asyncio.get_running_loop().create_task(self._auto_rebalance_loop(),
+                                                                          name="leader-rebalance")
+        self._wake.set()
+
+    def _resign(self) -> None:
+        self.active = False
+        for watch in self._watches:
+            watch.cancel()
+        self._watches.clear()
+        for task in (self._task, self._rebalance_task):
+            if task is not None:
+                task.cancel()
+        self._task = self._rebalance_task = None
+
+    async def stop(self) -> None:
+        self._stopped = True
+        tasks = [task for task in (self._task, self._rebalance_task) if task is not None]
+        was_active = self.active
+        self._resign()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if was_active:
+            try:
+                await self.zookeeper.delete(znodes.CONTROLLER_PATH)
+            except KafkaliteError:
+                pass
+
+    # -- fenced writes ------------------------------------------------------------------------
+    def _fenced(self):  # type: ignore[no-untyped-def]
+        transaction = self.zookeeper.transaction()
+        transaction.check(znodes.CONTROLLER_EPOCH_PATH, self.epoch_version)
+        return transaction
+
+    async def _still_controller(self) -> bool:
+        try:
+            _, stat = await self.zookeeper.get(znodes.CONTROLLER_EPOCH_PATH)
+        except KafkaliteError:
+            return False
+        if stat.version != self.epoch_version:
+            log.warning("controller epoch moved on (version %d != %d): resigning", stat.version, self.epoch_version)
+            self._resign()
+            return False
+        return True
+
+    async def _write_state(self, info: PartitionInfo, leader: int, leader_epoch: int, isr: list[int]) -> bool:
+        state = znodes.PartitionState(leader=leader, leader_epoch=leader_epoch, isr=isr, controller_epoch=self.epoch)
+        path = znodes.partition_state_path(info.topic, info.partition)
+        transaction = self._fenced()
+        if info.state is None:
+            await self.zookeeper.ensure_path(znodes.partition_path(info.topic, info.partition))
+            transaction.create(path, state.to_bytes())
+        else:
+            transaction.set_data(path, state.to_bytes(), info.state_version)
+        try:
+            await transaction.commit()
+        except (ZNodeVersionConflictError, ZNodeExistsError, ZNodeMissingError) as exc:
+            log.info("controller: state write for %s-%d at version %d lost a race (%s); retrying",
+                     info.topic, info.partition, info.state_version, exc)
+            if await self._still_controller():
+                self._retry_soon()
+            return False
+        info.state = state
+        info.state_version = info.state_version + 1 if info.state_version >= 0 else 0
+        return True
+
+    def _retry_soon(self) -> None:
+        asyncio.get_running_loop().call_later(0.05, self._wake.set)
+
+    # -- reconciliation -----------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        while self.active:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(0.01)  # coalesce bursts of notifications
+            try:
+                await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except KafkaliteError as exc:
+                log.warning("controller pass failed (will retry): %s", exc)
+                self._retry_soon()
+            except Exception:
+                log.exception("controller pass failed")
+                self._retry_soon()
+
+    async def _reconcile(self) -> None:
+        if self._deletions:
+            deletions, self._deletions = self._deletions, []
+            for topic in deletions:
+                await self._delete_topic(topic)
+        live = set(self.metadata.brokers)
+        bounced, self._bounced = self._bounced, set()
+        for topic, topic_info in list(self.metadata.topics.items()):
+            if topic in self.metadata.topics_being_deleted:
+                continue
+            unclean = self._unclean_allowed(topic)
+            for info in list(topic_info.partitions.values()):
+                await self._reconcile_partition(info, live, bounced, unclean)
+        if self._preferred_requests:
+            requests, self._preferred_requests = self._preferred_requests, []
+            await self._run_preferred(requests, live)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        value = self.topic_configs(topic).get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.log.unclean_leader_election_enable
+        return value.strip().lower() == "true"
+
+    async def _reconcile_partition(self, info: PartitionInfo, live: set[int], bounced: set[int],
+                                   unclean: bool) -> None:
+        state = info.state
+        if state is None:
+            election = assignment.elect_new_partition(info.replicas, live)
+            if election.leader == assignment.NO_LEADER:
+                return
+            await self._write_state(info, election.leader, 0, election.isr)
+            return
+        usable = live - self._shutting_down
+        leader_gone = state.leader not in live or state.leader in bounced or state.leader in self._shutting_down
+        if leader_gone:
+            candidates = usable - bounced
+            election = assignment.elect_offline_partition(info.replicas, state.isr, candidates, unclean)
+            if election.leader == assignment.NO_LEADER and state.leader in bounced and state.leader in live:
+                election = assignment.elect_offline_partition(info.replicas, state.isr, usable, unclean)
+            if election.leader == assignment.NO_LEADER:
+                if state.leader != assignment.NO_LEADER or state.isr != election.isr:
+                    await self._write_state(info, assignment.NO_LEADER, state.leader_epoch + 1, election.isr)
+                return
+            if election.leader != state.leader or state.leader in bounced:
+                log.info("controller: %s-%d leader %d -> %d, isr %s", info.topic, info.partition, state.leader,
+                         election.leader, election.isr)
+            await self._write_state(info, election.leader, state.leader_epoch + 1, election.isr)
+            return
+        dead_followers = [replica for replica in state.isr
+                          if replica != state.leader and (replica not in live or replica in bounced)]
+        if dead_followers:
+            isr = [replica for replica in state.isr if replica not in dead_followers]
+            await self._write_state(info, state.leader, state.leader_epoch + 1, isr)
+
+    # -- topic deletion -----------------------------------------------------------------------
+    async def _on_deletions(self, children: list[str]) -> None:
+        if children:
+            self._deletions.extend(child for child in children if child not in self._deletions)
+            self._wake.set()
+
+    async def _delete_topic(self, topic: str) -> None:
+        marker = znodes.delete_topic_path(topic)
+        if not self.config.delete_topic_enable:
+            log.warning("controller: deletion of %s requested but delete.topic.enable=false", topic)
+            await self._delete_quietly(marker)
+            return
+        transaction = self._fenced()
+        try:
+            partitions = await self.zookeeper.get_children(znodes.topic_partitions_path(topic))
+        except ZNodeMissingError:
+            partitions = []
+        for child in partitions:
+            number = int(child)
+            state_path = znodes.partition_state_path(topic, number)
+            if await self.zookeeper.exists(state_path) is not None:
+                transaction.delete(state_path)
+            transaction.delete(znodes.partition_path(topic, number))
+        if await self.zookeeper.exists(znodes.topic_partitions_path(topic)) is not None:
+            transaction.delete(znodes.topic_partitions_path(topic))
+        if await self.zookeeper.exists(znodes.topic_path(topic)) is not None:
+            transaction.delete(znodes.topic_path(topic))
+        if await self.zookeeper.exists(znodes.topic_config_path(topic)) is not None:
+            transaction.delete(znodes.topic_config_path(topic))
+        transaction.delete(marker)
+        try:
+            await transaction.commit()
+            log.info("controller: topic %s deleted", topic)
+        except (ZNodeVersionConflictError, ZNodeMissingError, ZNodeExistsError, KafkaliteError) as exc:
+            if await self._still_controller():
+                log.info("controller: deleting %s raced (%s); retrying", topic, exc)
+                self._deletions.append(topic)
+                self._retry_soon()
+
+    async def _delete_quietly(self, path: str) -> None:
+        try:
+            await self.zookeeper.delete(path)
+        except KafkaliteError:
+            pass
+
+    # -- ISR change notifications (written by leaders; the watches already told us) -----------
+    async def _on_isr_notifications(self, children: list[str]) -> None:
+        for child in children:
+            await self._delete_quietly(f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}")
+
+    # -- preferred leader election ------------------------------------------------------------
+    async def _on_preferred_request(self, data: bytes | None, stat: object) -> None:
+        if data is None:
+            return
+        try:
+            request = znodes.PreferredElectionRequest.from_bytes(data, znodes.PREFERRED_REPLICA_ELECTION_PATH)
+            self._preferred_requests.extend((ref.topic, ref.partition) for ref in request.partitions)
+        except KafkaliteError as exc:
+            log.warning("ignoring malformed preferred election request: %s", exc)
+        await self._delete_quietly(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+        self._wake.set()
+
+    async def _run_preferred(self, requests: list[tuple[str, int]], live: set[int]) -> dict[tuple[str, int], str]:
+        outcome: dict[tuple[str, int], str] = {}
+        for topic, number in requests:
+            info = self.metadata.partition(topic, number)
+            if info is None or info.state is None:
+                outcome[(topic, number)] = "UNKNOWN_TOPIC_OR_PARTITION"
+                continue
+            if info.state.leader == info.replicas[0]:
+                outcome[(topic, number)] = "ELECTION_NOT_NEEDED"
+                continue
+            election = assignment.elect_preferred(info.replicas, info.state.isr, live)
+            if election is None:
+                outcome[(topic, number)] = "PREFERRED_LEADER_NOT_AVAILABLE"
+                continue
+            ok = await self._write_state(info, election.leader, info.state.leader_epoch + 1, election.isr)
+            outcome[(topic, number)] = "NONE" if ok else "ELECTION_FAILED"
+        return outcome
+
+    async def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:
+        """Run a preferred election now (admin API); ``None`` means every partition."""
+        if not self.active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        if partitions is None:
+            partitions = [(topic, number) for topic, info in self.metadata.topics.items()
+                          for number in info.partitions]
+        return await self._run_preferred(partitions, set(self.metadata.brokers))
+
+    async def _auto_rebalance_loop(self) -> None:
+        interval = self.config.leader_imbalance_check_interval_seconds
+        while self.active:
+            await asyncio.sleep(interval)
+            try:
+                await self._check_imbalance()
+            except KafkaliteError as exc:
+                log.warning("auto leader rebalance failed: %s", exc)
+
+    async def _check_imbalance(self) -> None:
+        live = set(self.metadata.brokers)
+        by_preferred: dict[int, list[PartitionInfo]] = {}
+        for topic_info in self.metadata.topics.values():
+            for info in topic_info.partitions.values():
+                if info.replicas and info.state is not None:
+                    by_preferred.setdefault(info.replicas[0], []).append(info)
+        requests: list[tuple[str, int]] = []
+        for broker_id, infos in by_preferred.items():
+            if broker_id not in live:
+                continue
+            imbalanced = [info for info in infos if info.state is not None and info.state.leader != broker_id]
+            if infos and len(imbalanced) * 100 / len(infos) > self.config.leader_imbalance_per_broker_percentage:
+                requests.extend((info.topic, info.partition) for info in imbalanced)
+        if requests:
+            log.info("controller: leader imbalance; preferred election for %d partitions", len(requests))
+            await self._run_preferred(requests, live)
+
+    # -- controlled shutdown ------------------------------------------------------------------
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Move leadership off ``broker_id`` and drop it from ISRs; returns partitions it still leads."""
+        if not self.active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        known = self.metadata.brokers.get(broker_id)
+        if known is not None and broker_epoch >= 0 and known.epoch != broker_epoch:
+            raise StaleBrokerEpochError(f"broker {broker_id} epoch {broker_epoch} is not {known.epoch}")
+        self._shutting_down.add(broker_id)
+        live = set(self.metadata.brokers)
+        remaining: list[tuple[str, int]] = []
+        for topic_info in list(self.metadata.topics.values()):
+            for info in list(topic_info.partitions.values()):
+                state = info.state
+                if state is None or broker_id not in info.replicas or len(info.replicas) < 2:
+                    if state is not None and state.leader == broker_id:
+                        remaining.append((info.topic, info.partition))
+                    continue
+                if state.leader == broker_id:
+                    election = assignment.elect_for_controlled_shutdown(info.replicas, state.isr, live,
+                                                                        self._shutting_down)
+                    if election is None or not await self._write_state(info, election.leader,
+                                                                       state.leader_epoch + 1, election.isr):
+                        remaining.append((info.topic, info.partition))
+                elif broker_id in state.isr:
+                    isr = [replica for replica in state.isr if replica != broker_id]
+                    await self._write_state(info, state.leader, state.leader_epoch + 1, isr)
+        return remaining

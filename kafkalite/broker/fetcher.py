@@ -1,0 +1,134 @@
+"""Follower replication: one fetch loop per source broker, as Kafka's replica fetcher threads.
+
+A :class:`ReplicaFetcher` repeatedly sends one long-poll fetch (marked with this broker's id as
+``replica_id``) for every partition it follows from one leader, starting at each local log end
+offset and carrying the epoch of the last fetched batch. The leader answers with batches to
+append unchanged, its high watermark (adopted up to the local log end), or — when the local log
+diverged from the leader's lineage — the epoch and end offset to truncate to (Kafka's KIP-101 /
+KIP-279 rule, folded into fetch as in later Kafka versions). Partitions move between fetchers
+when leadership changes.
+
+Concurrency: event-loop only; each fetcher is one asyncio task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kafkalite import protocol
+from kafkalite.broker.metadata import LiveBroker
+from kafkalite.broker.partition import Partition, Role
+from kafkalite.errors import KafkaliteError, OffsetOutOfRangeError
+from kafkalite.transport import AsyncTransport
+
+if TYPE_CHECKING:
+    from kafkalite.broker.replica import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, manager: "FetcherManager", leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[(partition.topic, partition.partition)] = partition
+        self._wake.set()
+
+    def remove(self, partition: Partition) -> None:
+        key = (partition.topic, partition.partition)
+        if self.partitions.get(key) is partition:
+            del self.partitions[key]
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        replica_manager = self.manager.replica_manager
+        config = replica_manager.config
+        backoff = config.replica_fetch_backoff_ms / 1000
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            endpoint = replica_manager.metadata.endpoint(self.leader_id)
+            if endpoint is None:
+                await asyncio.sleep(backoff)
+                continue
+            snapshot = dict(self.partitions)
+            request = protocol.FetchRequest(
+                [protocol.FetchPartition(
+                    partition.topic, partition.partition, partition.log.log_end_offset,
+                    config.replica_fetch_max_bytes, partition.leader_epoch,
+                    partition.log.epoch_cache.latest_epoch, partition.log.log_start_offset)
+                 for partition in snapshot.values()],
+                replica_id=replica_manager.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_max_bytes * 16)
+            try:
+                payload = await self.manager.transport.request(
+                    endpoint.address, "POST", protocol.FETCH, body=protocol.encode_fetch_request(request),
+                    timeout_ms=config.replica_fetch_wait_max_ms + config.request_timeout_ms)
+                results = protocol.decode_fetch_response(payload)
+            except KafkaliteError as exc:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, exc)
+                await asyncio.sleep(backoff)
+                continue
+            need_backoff = False
+            for result in results:
+                partition = snapshot.get((result.topic, result.partition))
+                if partition is None or self.partitions.get((result.topic, result.partition)) is not partition \
+                        or partition.role is not Role.FOLLOWER or partition.leader_id != self.leader_id:
+                    continue
+                if result.error_code == 0:
+                    try:
+                        replica_manager.apply_fetched(partition, result)
+                    except KafkaliteError as exc:
+                        log.error("%s: cannot apply replicated data: %s", partition.name, exc)
+                        need_backoff = True
+                elif result.error_code == OffsetOutOfRangeError.errno:
+                    replica_manager.handle_out_of_range(partition, result.log_start_offset, result.high_watermark)
+                else:
+                    need_backoff = True
+            if need_backoff:
+                await asyncio.sleep(min(backoff, 0.2))
+
+
+class FetcherManager:
+    """Assigns followed partitions to per-leader fetchers."""
+
+    def __init__(self, replica_manager: "ReplicaManager") -> None:
+        self.replica_manager = replica_manager
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.transport = AsyncTransport(request_timeout_ms=replica_manager.config.request_timeout_ms,
+                                        connections_per_host=2, client_id=f"broker-{replica_manager.broker_id}")
+
+    def add_partition(self, partition: Partition) -> None:
+        self.remove_partition(partition)
+        fetcher = self.fetchers.get(partition.leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[partition.leader_id] = ReplicaFetcher(self, partition.leader_id)
+        fetcher.add(partition)
+
+    def remove_partition(self, partition: Partition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(partition)
+
+    def on_brokers_changed(self, live: dict[int, LiveBroker]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher._wake.set()
+
+    async def stop(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        await self.transport.close()

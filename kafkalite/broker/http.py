@@ -1,0 +1,295 @@
+"""The broker's HTTP API on aiohttp: the only module that imports ``aiohttp.web``.
+
+Handlers are thin: decode the request (binary frame or JSON, see :mod:`kafkalite.protocol`),
+call the broker's services, encode the answer. The error middleware turns every kafkalite error
+into Kafka's code and name in a JSON body with a fitting HTTP status, and every aiohttp-level
+problem (unknown route, wrong method, oversize body) into the same shape, so no bad input ever
+yields a bare 500 or a stack trace.
+
+Concurrency: handlers run on the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from aiohttp import web
+
+from kafkalite import protocol
+from kafkalite.errors import (
+    BrokerResponseError,
+    InvalidRequestError,
+    KafkaliteError,
+    MessageSizeTooLargeError,
+    UnknownServerError,
+)
+
+if TYPE_CHECKING:
+    from kafkalite.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=protocol.dumps(body), status=status, content_type="application/json")
+
+
+def _error_response(error: BrokerResponseError) -> web.Response:
+    return _json_response(protocol.error_body(error), status=error.http_status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except BrokerResponseError as exc:
+        return _error_response(exc)
+    except KafkaliteError as exc:
+        log.warning("%s %s failed: %s", request.method, request.path, exc)
+        return _error_response(UnknownServerError(str(exc)))
+    except web.HTTPRequestEntityTooLarge as exc:
+        return _error_response(MessageSizeTooLargeError(f"request body exceeds socket.request.max.bytes: {exc.text}"))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _json_response({"error_code": InvalidRequestError.errno, "error": InvalidRequestError.message,
+                               "message": f"{request.method} {request.path}: {exc.reason}"}, status=exc.status)
+    except Exception:
+        log.exception("unexpected failure serving %s %s", request.method, request.path)
+        return _error_response(UnknownServerError("unexpected server error; see the broker log"))
+
+
+async def _read_body(request: web.Request) -> bytes:
+    return await request.read()
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    return protocol.parse_json(await _read_body(request))
+
+
+def build_app(broker: "Broker") -> web.Application:
+    """The aiohttp application serving ``broker``'s API."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=broker.config.socket_request_max_bytes)
+    api = BrokerApi(broker)
+    routes = [
+        web.get(protocol.HEALTH, api.health),
+        web.get(protocol.API_VERSIONS, api.api_versions),
+        web.get(protocol.METADATA, api.metadata),
+        web.post(protocol.METADATA, api.metadata),
+        web.post(protocol.PRODUCE, api.produce),
+        web.post(protocol.FETCH, api.fetch),
+        web.post(protocol.LIST_OFFSETS, api.list_offsets),
+        web.post(protocol.OFFSETS_FOR_LEADER_EPOCH, api.offsets_for_leader_epoch),
+        web.post(protocol.INIT_PRODUCER_ID, api.init_producer_id),
+        web.post(protocol.CREATE_TOPICS, api.create_topics),
+        web.post(protocol.DELETE_TOPICS, api.delete_topics),
+        web.post(protocol.CREATE_PARTITIONS, api.create_partitions),
+        web.post(protocol.DESCRIBE_CONFIGS, api.describe_configs),
+        web.post(protocol.ALTER_CONFIGS, api.alter_configs),
+        web.post(protocol.ELECT_LEADERS, api.elect_leaders),
+        web.get(protocol.DESCRIBE_CLUSTER, api.describe_cluster),
+        web.post(protocol.CONTROLLED_SHUTDOWN, api.controlled_shutdown),
+        web.post(protocol.TOPIC_RECORDS, api.produce_json),
+        web.get(protocol.PARTITION_RECORDS, api.fetch_json),
+    ]
+    for route in broker.extra_routes():
+        routes.append(route)
+    app.add_routes(routes)
+    return app
+
+
+class BrokerApi:
+    """Request handlers (decode → service → encode)."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    async def health(self, request: web.Request) -> web.Response:
+        broker = self.broker
+        return _json_response({"status": "ok", "broker_id": broker.config.broker_id,
+                               "controller_id": broker.metadata.controller_id,
+                               "is_controller": broker.controller.active,
+                               "cluster_id": broker.metadata.cluster_id})
+
+    async def api_versions(self, request: web.Request) -> web.Response:
+        from kafkalite import __version__
+
+        routes = sorted({info.get("path", "") or info.get("formatter", "")
+                         for info in (route.resource.get_info() for route in request.app.router.routes()
+                                      if route.resource is not None)})
+        return _json_response({"broker_id": self.broker.config.broker_id, "version": __version__,
+                               "api_version": protocol.API_VERSION, "apis": routes})
+
+    async def metadata(self, request: web.Request) -> web.Response:
+        if request.method == "GET":
+            names = request.query.get("topics")
+            topics = [name for name in names.split(",") if name] if names else None
+            allow = request.query.get("allow_auto_topic_creation", "false").lower() == "true"
+        else:
+            body = await _json_body(request)
+            topics = protocol.require(body, "topics", list, None)
+            allow = bool(protocol.require(body, "allow_auto_topic_creation", bool, False))
+            if topics is not None and not all(isinstance(name, str) for name in topics):
+                raise InvalidRequestError("'topics' must be a list of strings")
+        result = await self.broker.cluster_metadata(topics, allow)
+        return _json_response(result.to_json())
+
+    async def produce(self, request: web.Request) -> web.Response:
+        body = await _read_body(request)
+        produce_request = protocol.decode_produce_request(body)
+        results = await self.broker.replica_manager.produce(produce_request)
+        if produce_request.acks == 0:
+            return web.Response(status=204)
+        return web.Response(body=protocol.encode_produce_response(results),
+                            content_type=protocol.BINARY_CONTENT_TYPE)
+
+    async def fetch(self, request: web.Request) -> web.Response:
+        fetch_request = protocol.decode_fetch_request(await _read_body(request))
+        results = await self.broker.replica_manager.fetch(fetch_request)
+        pieces = protocol.encode_fetch_response(results)
+        return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
+
+    async def list_offsets(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        isolation = protocol.require(body, "isolation_level", int, 0)
+        answers = []
+        for item in protocol.require(body, "partitions", list):
+            if not isinstance(item, dict):
+                raise InvalidRequestError("each partition must be an object")
+            topic = protocol.require(item, "topic", str)
+            partition = protocol.require(item, "partition", int)
+            timestamp = protocol.require(item, "timestamp", int, protocol.LATEST_TIMESTAMP)
+            epoch = protocol.require(item, "current_leader_epoch", int, -1)
+            try:
+                offset, found_timestamp, leader_epoch = self.broker.replica_manager.list_offset(
+                    topic, partition, timestamp, isolation, epoch)
+                answers.append({"topic": topic, "partition": partition, "error_code": 0, "offset": offset,
+                                "timestamp": found_timestamp, "leader_epoch": leader_epoch})
+            except BrokerResponseError as exc:
+                answers.append({"topic": topic, "partition": partition, "offset": -1, "timestamp": -1,
+                                **protocol.error_body(exc)})
+        return _json_response({"partitions": answers})
+
+    async def offsets_for_leader_epoch(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        answers = []
+        for item in protocol.require(body, "partitions", list):
+            topic = protocol.require(item, "topic", str)
+            partition = protocol.require(item, "partition", int)
+            epoch = protocol.require(item, "leader_epoch", int)
+            try:
+                found_epoch, end_offset = self.broker.replica_manager.end_offset_for_epoch(topic, partition, epoch)
+                answers.append({"topic": topic, "partition": partition, "error_code": 0, "leader_epoch": found_epoch,
+                                "end_offset": end_offset})
+            except BrokerResponseError as exc:
+                answers.append({"topic": topic, "partition": partition, "leader_epoch": -1, "end_offset": -1,
+                                **protocol.error_body(exc)})
+        return _json_response({"partitions": answers})
+
+    async def init_producer_id(self, request: web.Request) -> web.Response:
+        await _json_body(request)
+        producer_id = await self.broker.admin.next_producer_id()
+        return _json_response({"producer_id": producer_id, "producer_epoch": 0})
+
+    async def create_topics(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        return _json_response(await self.broker.create_topics(body))
+
+    async def delete_topics(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        return _json_response(await self.broker.delete_topics(body))
+
+    async def create_partitions(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        return _json_response(await self.broker.create_partitions(body))
+
+    async def describe_configs(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        return _json_response(await self.broker.describe_configs(body))
+
+    async def alter_configs(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        return _json_response(await self.broker.alter_configs(body))
+
+    async def elect_leaders(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        return _json_response(await self.broker.elect_leaders(body))
+
+    async def describe_cluster(self, request: web.Request) -> web.Response:
+        metadata = self.broker.metadata.cluster_metadata([])
+        return _json_response({"cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
+                               "brokers": [broker.to_json() for broker in metadata.brokers]})
+
+    async def controlled_shutdown(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        broker_id = protocol.require(body, "broker_id", int)
+        broker_epoch = protocol.require(body, "broker_epoch", int, -1)
+        remaining = await self.broker.controller.controlled_shutdown(broker_id, broker_epoch)
+        return _json_response({"error_code": 0, "remaining_partitions": [
+            {"topic": topic, "partition": partition} for topic, partition in remaining]})
+
+    # -- human-friendly JSON surface ----------------------------------------------------------
+    async def produce_json(self, request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        body = await _json_body(request)
+        records = protocol.require(body, "records", list)
+        acks = protocol.parse_acks(body.get("acks", "all"))
+        decoded = []
+        for index, record in enumerate(records):
+            if not isinstance(record, dict):
+                raise InvalidRequestError(f"record {index} must be an object")
+            decoded.append({
+                "key": _payload(record, "key", index),
+                "value": _payload(record, "value", index),
+                "partition": protocol.require(record, "partition", int, None),
+                "headers": _headers(record, index),
+            })
+        offsets = await self.broker.produce_records(topic, decoded, acks)
+        return _json_response({"offsets": offsets})
+
+    async def fetch_json(self, request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        try:
+            partition = int(request.match_info["partition"])
+            offset = int(request.query.get("offset", "0"))
+            max_bytes = int(request.query.get("max_bytes", str(1024 * 1024)))
+            timeout_ms = int(request.query.get("timeout_ms", "0"))
+        except ValueError:
+            raise InvalidRequestError("partition, offset, max_bytes and timeout_ms must be integers") from None
+        result = await self.broker.fetch_records(topic, partition, offset, max_bytes, timeout_ms)
+        return _json_response(result)
+
+
+def _payload(record: dict[str, Any], name: str, index: int) -> bytes | None:
+    if f"{name}_b64" in record and record[f"{name}_b64"] is not None:
+        try:
+            return base64.b64decode(str(record[f"{name}_b64"]), validate=True)
+        except ValueError:
+            raise InvalidRequestError(f"record {index}: {name}_b64 is not valid base64") from None
+    value = record.get(name)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return protocol.dumps(value)
+
+
+def _headers(record: dict[str, Any], index: int) -> list[tuple[str, bytes | None]]:
+    headers = record.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise InvalidRequestError(f"record {index}: headers must be an object of strings")
+    return [(str(name), None if value is None else str(value).encode("utf-8")) for name, value in headers.items()]
+
+
+def render_payload(data: bytes | None, name: str) -> dict[str, Any]:
+    """A key or value for JSON: text when UTF-8, else base64 under ``<name>_b64``."""
+    if data is None:
+        return {name: None}
+    try:
+        return {name: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{name}_b64": base64.b64encode(data).decode("ascii")}

@@ -1,0 +1,381 @@
+"""The broker's view of the cluster, kept current by ZooKeeper watches.
+
+:class:`MetadataCache` mirrors what ZooKeeper says about live brokers (``/brokers/ids``),
+topics and their replica assignments (``/brokers/topics/<t>``), each partition's state
+(leader, leader epoch, ISR; ``.../partitions/<p>/state``), the controller (``/controller``),
+topics being deleted and topic config overrides. Every broker keeps its own cache from its own
+watches: leadership changes reach brokers straight from ZooKeeper, promptly (one watch
+notification), with no controller-to-broker request in between. Client metadata requests are
+answered from this cache, so any broker can bootstrap a client.
+
+Listeners registered with :meth:`MetadataCache.add_listener` are told about partition
+changes, topic removals, broker membership and controller changes; they run on the event loop
+(the ZooKeeper client delivers watch callbacks there).
+
+Concurrency: event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol
+
+from kafkalite.coord import znodes
+from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient
+from kafkalite.errors import (
+    CoordinationError,
+    KafkaliteError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+    ZNodeMissingError,
+)
+from kafkalite.protocol import BrokerEndpoint, ClusterMetadata, PartitionMetadata, TopicMetadata
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+
+@dataclass
+class LiveBroker:
+    broker_id: int
+    registration: znodes.BrokerRegistration
+    epoch: int  # czxid of the registration znode (Kafka's broker epoch)
+
+    @property
+    def endpoint(self) -> BrokerEndpoint:
+        return BrokerEndpoint(self.broker_id, self.registration.host, self.registration.port,
+                              self.registration.rack)
+
+
+@dataclass
+class PartitionInfo:
+    """Assignment plus current state of one partition (state None until the controller set it)."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    state: znodes.PartitionState | None = None
+    state_version: int = -1
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader if self.state else -1
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch if self.state else -1
+
+    @property
+    def isr(self) -> list[int]:
+        return list(self.state.isr) if self.state else []
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: str
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+    version: int = -1
+
+
+class MetadataListener(Protocol):
+    def on_partition_changed(self, info: PartitionInfo) -> None: ...
+
+    def on_topic_removed(self, topic: str, partitions: list[int]) -> None: ...
+
+    def on_brokers_changed(self, live: dict[int, LiveBroker]) -> None: ...
+
+    def on_controller_changed(self, controller_id: int) -> None: ...
+
+    def on_topic_config_changed(self, topic: str, configs: dict[str, str]) -> None: ...
+
+
+class MetadataCache:
+    """ZooKeeper-fed cluster view of one broker. See the module docstring."""
+
+    def __init__(self, zookeeper: ZooKeeperClient, broker_id: int) -> None:
+        self.zookeeper = zookeeper
+        self.broker_id = broker_id
+        self.cluster_id = ""
+        self.controller_id = -1
+        self.brokers: dict[int, LiveBroker] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_being_deleted: set[str] = set()
+        self._listeners: list[MetadataListener] = []
+        self._topic_watches: dict[str, list[Watch]] = {}
+        self._broker_watches: dict[int, Watch] = {}
+        self._watches: list[Watch] = []
+        self._changed = asyncio.Event()
+        self._last_config_change = -1
+        self.started = False
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    # -- start / stop -------------------------------------------------------------------------
+    async def start(self) -> None:
+        data, _ = await self.zookeeper.get(znodes.CLUSTER_ID_PATH)
+        self.cluster_id = znodes.ClusterId.from_bytes(data, znodes.CLUSTER_ID_PATH).cluster_id
+        self._watches.append(await self.zookeeper.watch_children(znodes.BROKER_IDS_PATH, self._on_broker_ids))
+        self._watches.append(await self.zookeeper.watch_children(znodes.BROKER_TOPICS_PATH, self._on_topics))
+        self._watches.append(await self.zookeeper.watch_children(znodes.DELETE_TOPICS_PATH, self._on_deletions))
+        self._watches.append(await self.zookeeper.watch_data(znodes.CONTROLLER_PATH, self._on_controller))
+        self._watches.append(await self.zookeeper.watch_children(znodes.CONFIG_CHANGES_PATH, self._on_config_changes))
+        self.started = True
+
+    def stop(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        for watches in self._topic_watches.values():
+            for watch in watches:
+                watch.cancel()
+        for watch in self._broker_watches.values():
+            watch.cancel()
+        self._watches.clear()
+        self._topic_watches.clear()
+        self._broker_watches.clear()
+        self.started = False
+
+    # -- waiting ------------------------------------------------------------------------------
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds after some metadata change, or ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
+
+    def _signal(self) -> None:
+        self._changed.set()
+
+    def _notify(self, method: str, *arguments: Any) -> None:
+        for listener in self._listeners:
+            try:
+                getattr(listener, method)(*arguments)
+            except Exception:  # a listener bug must not stop metadata updates
+                log.exception("metadata listener %s.%s failed", type(listener).__name__, method)
+        self._signal()
+
+    # -- brokers ------------------------------------------------------------------------------
+    async def _on_broker_ids(self, children: list[str]) -> None:
+        present: set[int] = set()
+        for child in children:
+            try:
+                present.add(znodes.broker_id_from_child(child))
+            except KafkaliteError:
+                continue
+        for broker_id in list(self.brokers):
+            if broker_id not in present:
+                del self.brokers[broker_id]
+                watch = self._broker_watches.pop(broker_id, None)
+                if watch:
+                    watch.cancel()
+        for broker_id in sorted(present):
+            await self._refresh_broker(broker_id)
+            if broker_id not in self._broker_watches:
+                self._broker_watches[broker_id] = await self.zookeeper.watch_data(
+                    znodes.broker_path(broker_id), self._broker_data_callback(broker_id))
+        self._notify("on_brokers_changed", dict(self.brokers))
+
+    def _broker_data_callback(self, broker_id: int) -> Callable[[bytes | None, ZNodeStat | None], Awaitable[None]]:
+        async def on_data(data: bytes | None, stat: ZNodeStat | None) -> None:
+            if data is None or stat is None:
+                return
+            try:
+                registration = znodes.BrokerRegistration.from_bytes(data, znodes.broker_path(broker_id))
+            except KafkaliteError as exc:
+                log.warning("ignoring broker %d: %s", broker_id, exc)
+                return
+            previous = self.brokers.get(broker_id)
+            self.brokers[broker_id] = LiveBroker(broker_id, registration, stat.czxid)
+            if previous is None or previous.epoch != stat.czxid or previous.registration != registration:
+                self._notify("on_brokers_changed", dict(self.brokers))
+        return on_data
+
+    async def _refresh_broker(self, broker_id: int) -> None:
+        try:
+            data, stat = await self.zookeeper.get(znodes.broker_path(broker_id))
+        except ZNodeMissingError:
+            self.brokers.pop(broker_id, None)
+            return
+        try:
+            registration = znodes.BrokerRegistration.from_bytes(data, znodes.broker_path(broker_id))
+        except KafkaliteError as exc:
+            log.warning("ignoring broker %d: %s", broker_id, exc)
+            return
+        self.brokers[broker_id] = LiveBroker(broker_id, registration, stat.czxid)
+
+    # -- controller ---------------------------------------------------------------------------
+    def _on_controller(self, data: bytes | None, stat: ZNodeStat | None) -> None:
+        controller = -1
+        if data:
+            try:
+                controller = znodes.ControllerInfo.from_bytes(data, znodes.CONTROLLER_PATH).broker_id
+            except KafkaliteError as exc:
+                log.warning("unreadable controller znode: %s", exc)
+        if controller != self.controller_id:
+            self.controller_id = controller
+            self._notify("on_controller_changed", controller)
+
+    # -- topics -------------------------------------------------------------------------------
+    async def _on_topics(self, children: list[str]) -> None:
+        present = set(children)
+        for topic in list(self.topics):
+            if topic not in present:
+                self._remove_topic(topic)
+        for topic in sorted(present - set(self.topics)):
+            await self._add_topic(topic)
+
+    async def _add_topic(self, topic: str) -> None:
+        self.topics[topic] = TopicInfo(topic, "")
+        await self._refresh_topic_configs(topic)
+        watch = await self.zookeeper.watch_data(znodes.topic_path(topic), self._topic_data_callback(topic))
+        self._topic_watches.setdefault(topic, []).append(watch)
+
+    def _remove_topic(self, topic: str) -> None:
+        info = self.topics.pop(topic, None)
+        for watch in self._topic_watches.pop(topic, []):
+            watch.cancel()
+        self.topics_being_deleted.discard(topic)
+        if info is not None:
+            self._notify("on_topic_removed", topic, sorted(info.partitions))
+
+    def _topic_data_callback(self, topic: str) -> Callable[[bytes | None, ZNodeStat | None], Awaitable[None]]:
+        async def on_data(data: bytes | None, stat: ZNodeStat | None) -> None:
+            info = self.topics.get(topic)
+            if info is None or data is None or stat is None:
+                return
+            try:
+                assignment = znodes.TopicAssignment.from_bytes(data, znodes.topic_path(topic))
+            except KafkaliteError as exc:
+                log.warning("ignoring topic %s: %s", topic, exc)
+                return
+            if info.topic_id and info.topic_id != assignment.topic_id:
+                # Deleted and re-created between two notifications: treat as remove + add.
+                self._notify("on_topic_removed", topic, sorted(info.partitions))
+                info.partitions.clear()
+            info.topic_id = assignment.topic_id
+            info.version = stat.version
+            for partition, replicas in sorted(assignment.partitions.items()):
+                existing = info.partitions.get(partition)
+                if existing is None:
+                    entry = info.partitions[partition] = PartitionInfo(topic, partition, list(replicas))
+                    watch = await self.zookeeper.watch_data(znodes.partition_state_path(topic, partition),
+                                                            self._state_callback(topic, partition))
+                    self._topic_watches.setdefault(topic, []).append(watch)
+                    if entry.state is None:  # a new partition: the controller must elect its leader
+                        self._notify("on_partition_changed", entry)
+                elif existing.replicas != list(replicas):
+                    existing.replicas = list(replicas)
+                    self._notify("on_partition_changed", existing)
+            self._signal()
+        return on_data
+
+    def _state_callback(self, topic: str, partition: int) -> Callable[[bytes | None, ZNodeStat | None], None]:
+        path = znodes.partition_state_path(topic, partition)
+
+        def on_state(data: bytes | None, stat: ZNodeStat | None) -> None:
+            info = self.topics.get(topic)
+            if info is None or partition not in info.partitions:
+                return
+            entry = info.partitions[partition]
+            if data is None or stat is None:
+                if entry.state is not None:
+                    entry.state = None
+                    entry.state_version = -1
+                    self._notify("on_partition_changed", entry)
+                return
+            try:
+                state = znodes.PartitionState.from_bytes(data, path)
+            except KafkaliteError as exc:
+                log.warning("ignoring partition state: %s", exc)
+                return
+            entry.state = state
+            entry.state_version = stat.version
+            self._notify("on_partition_changed", entry)
+        return on_state
+
+    def _on_deletions(self, children: list[str]) -> None:
+        self.topics_being_deleted = set(children)
+        self._signal()
+
+    # -- configs ------------------------------------------------------------------------------
+    async def refresh_topic_configs(self, topic: str) -> None:
+        """Re-read a topic's config overrides from ZooKeeper."""
+        await self._refresh_topic_configs(topic)
+
+    async def _refresh_topic_configs(self, topic: str) -> None:
+        try:
+            data, _ = await self.zookeeper.get(znodes.topic_config_path(topic))
+            configs = dict(znodes.ConfigEntity.from_bytes(data, znodes.topic_config_path(topic)).config)
+        except ZNodeMissingError:
+            configs = {}
+        except KafkaliteError as exc:
+            log.warning("ignoring configs of topic %s: %s", topic, exc)
+            configs = {}
+        info = self.topics.get(topic)
+        if info is not None and info.configs != configs:
+            info.configs = configs
+            self._notify("on_topic_config_changed", topic, dict(configs))
+
+    async def _on_config_changes(self, children: list[str]) -> None:
+        for child in children:
+            try:
+                number = znodes.sequence_number(child, znodes.CONFIG_CHANGE_PREFIX)
+            except KafkaliteError:
+                continue
+            if number <= self._last_config_change:
+                continue
+            self._last_config_change = number
+            try:
+                data, _ = await self.zookeeper.get(f"{znodes.CONFIG_CHANGES_PATH}/{child}")
+                notification = znodes.ConfigChangeNotification.from_bytes(data)
+            except (ZNodeMissingError, CoordinationError):
+                continue
+            entity_type, _, name = notification.entity_path.partition("/")
+            if entity_type == "topics" and name in self.topics:
+                await self._refresh_topic_configs(name)
+
+    # -- queries ------------------------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
+        info = self.topics.get(topic)
+        return info.partitions.get(partition) if info else None
+
+    def live_broker_ids(self) -> set[int]:
+        return set(self.brokers)
+
+    def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
+        broker = self.brokers.get(broker_id)
+        return broker.endpoint if broker else None
+
+    def topic_metadata(self, topic: str) -> TopicMetadata:
+        info = self.topics.get(topic)
+        if info is None or topic in self.topics_being_deleted:
+            return TopicMetadata(topic, [], UnknownTopicOrPartitionError.errno, topic in INTERNAL_TOPICS)
+        live = self.live_broker_ids()
+        partitions = []
+        for number, entry in sorted(info.partitions.items()):
+            leader = entry.leader if entry.leader in live else -1
+            partitions.append(PartitionMetadata(
+                number, leader, entry.leader_epoch, list(entry.replicas), entry.isr,
+                [replica for replica in entry.replicas if replica not in live],
+                0 if leader >= 0 else LeaderNotAvailableError.errno))
+        return TopicMetadata(topic, partitions, 0, topic in INTERNAL_TOPICS, info.topic_id)
+
+    def cluster_metadata(self, topics: list[str] | None) -> ClusterMetadata:
+        names = sorted(name for name in self.topics if name not in self.topics_being_deleted) \
+            if topics is None else topics
+        return ClusterMetadata(self.cluster_id, self.controller_id,
+                               [broker.endpoint for _, broker in sorted(self.brokers.items())],
+                               [self.topic_metadata(name) for name in names])

@@ -1,0 +1,304 @@
+"""One hosted replica of a partition: its role, leader-side replication state and waiters.
+
+A :class:`Partition` wraps the local :class:`~kafkalite.storage.log.PartitionLog` and knows
+whether this broker leads it, follows it, or neither (no leader elected). As leader it tracks
+every follower's log end offset and last caught-up time, advances the high watermark (the
+smallest log end offset over the ISR, never backwards), decides ISR shrink and expansion
+candidates (Kafka's ``replica.lag.time.max.ms`` rules), and completes ``acks=all`` produce
+waits and long-poll fetch waits when the log or the high watermark moves.
+
+Concurrency: event-loop only. The log calls it makes are short page-cache operations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from kafkalite.errors import (
+    BrokerResponseError,
+    FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderForPartitionError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+)
+from kafkalite.storage.log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+class Role(enum.Enum):
+    NONE = "none"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_end: int = -1
+    last_fetch_ms: int = 0
+
+
+class Partition:
+    """A hosted replica. See the module docstring for the contract."""
+
+    def __init__(self, topic: str, partition: int, partition_log: PartitionLog, broker_id: int,
+                 clock: Callable[[], int]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = partition_log
+        self.broker_id = broker_id
+        self.clock = clock
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.controller_epoch = -1
+        self.isr: list[int] = []
+        self.replicas: list[int] = []
+        self.state_version = -1
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: list[int] | None = None
+        self._data_waiters: list[asyncio.Future[None]] = []
+        self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.partition}, {self.role.value}, leader={self.leader_id}, "
+                f"epoch={self.leader_epoch}, isr={self.isr}, hw={self.high_watermark}, leo={self.log_end_offset})")
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    # -- role changes -------------------------------------------------------------------------
+    def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], state_version: int,
+                    controller_epoch: int) -> None:
+        """Become leader for ``leader_epoch``: record the epoch at our log end, reset tracking."""
+        now = self.clock()
+        new_term = self.role is not Role.LEADER or leader_epoch != self.leader_epoch
+        self.role = Role.LEADER
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.controller_epoch = controller_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.state_version = state_version
+        self.pending_isr = None
+        if new_term:
+            self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            self.followers = {replica: FollowerState(last_caught_up_ms=now if replica in isr else 0)
+                              for replica in replicas if replica != self.broker_id}
+            log.info("%s: leader at epoch %d, isr %s, log end %d, hw %d", self.name, leader_epoch, isr,
+                     self.log_end_offset, self.high_watermark)
+        else:
+            for replica in replicas:
+                if replica != self.broker_id and replica not in self.followers:
+                    self.followers[replica] = FollowerState()
+        self.maybe_advance_high_watermark()
+        self._wake_data_waiters()
+
+    def make_follower(self, leader_id: int, leader_epoch: int, isr: list[int], replicas: list[int],
+                      state_version: int, controller_epoch: int) -> bool:
+        """Follow ``leader_id``; returns True when the leader or epoch changed."""
+        changed = self.role is not Role.FOLLOWER or leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.controller_epoch = controller_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.state_version = state_version
+        self.followers = {}
+        self.pending_isr = None
+        if changed:
+            self._fail_ack_waiters(NotLeaderForPartitionError(f"{self.name}: leadership moved to broker {leader_id}"))
+            self._wake_data_waiters()
+            log.info("%s: follower of %d at epoch %d", self.name, leader_id, leader_epoch)
+        return changed
+
+    def make_offline(self, leader_epoch: int, isr: list[int], replicas: list[int], state_version: int) -> None:
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = leader_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.state_version = state_version
+        self.followers = {}
+        self._fail_ack_waiters(NotLeaderForPartitionError(f"{self.name}: has no leader"))
+        self._wake_data_waiters()
+
+    def update_isr(self, isr: list[int], state_version: int) -> None:
+        """Apply an ISR change (same leader and epoch) seen in ZooKeeper."""
+        self.isr = list(isr)
+        self.state_version = state_version
+        self.pending_isr = None
+        if self.is_leader:
+            self.maybe_advance_high_watermark()
+
+    def stop(self, error: BrokerResponseError) -> None:
+        self.role = Role.NONE
+        self._fail_ack_waiters(error)
+        self._wake_data_waiters()
+
+    # -- leader: produce ----------------------------------------------------------------------
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        if self.role is not Role.LEADER:
+            raise NotLeaderForPartitionError(
+                f"broker {self.broker_id} is not the leader of {self.name} (leader is {self.leader_id})")
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < self.leader_epoch:
+                raise FencedLeaderEpochError(f"{self.name}: epoch {current_leader_epoch} < {self.leader_epoch}")
+            if current_leader_epoch > self.leader_epoch:
+                raise UnknownLeaderEpochError(f"{self.name}: epoch {current_leader_epoch} > {self.leader_epoch}")
+
+    def append_as_leader(self, records: bytes | memoryview, required_acks: int) -> AppendInfo:
+        self.check_leader()
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.name}: in-sync replicas {self.isr} are fewer than min.insync.replicas={min_isr}")
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_advance_high_watermark()
+        self._wake_data_waiters()
+        return info
+
+    async def wait_for_replication(self, required_offset: int, timeout: float) -> None:
+        """Wait until the high watermark reaches ``required_offset`` (acks=all)."""
+        if self.high_watermark < required_offset:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._ack_waiters.append((required_offset, future))
+            try:
+                await asyncio.wait_for(future, timeout)
+            except asyncio.TimeoutError:
+                raise RequestTimedOutError(
+                    f"{self.name}: not replicated to the ISR {self.isr} within {timeout * 1000:.0f} ms") from None
+            finally:
+                if not future.done():
+                    future.cancel()
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{self.name}: written, but the ISR {self.isr} shrank below min.insync.replicas")
+
+    # -- leader: replication tracking ---------------------------------------------------------
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: everything below it is on the follower."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            if replica_id not in self.replicas:
+                return
+            state = self.followers[replica_id] = FollowerState()
+        now = self.clock()
+        leader_end = self.log_end_offset
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = now
+        elif fetch_offset >= state.last_fetch_leader_end >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_end = leader_end
+        state.last_fetch_ms = now
+        self.maybe_advance_high_watermark()
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """HW = min log end over the ISR (and caught-up followers); never moves backwards."""
+        if self.role is not Role.LEADER:
+            return False
+        candidate = self.log_end_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None or state.log_end_offset < 0:
+                candidate = min(candidate, self.high_watermark)
+            else:
+                candidate = min(candidate, state.log_end_offset)
+        if candidate > self.high_watermark:
+            self.log.update_high_watermark(candidate)
+            self._complete_ack_waiters()
+            self._wake_data_waiters()
+            return True
+        return False
+
+    def isr_expansion_candidates(self) -> list[int]:
+        """Followers not in the ISR that caught up: LEO >= HW and >= this epoch's start."""
+        if self.role is not Role.LEADER:
+            return []
+        epoch_start = self._current_epoch_start()
+        return [replica for replica, state in sorted(self.followers.items())
+                if replica not in self.isr and replica in self.replicas
+                and state.log_end_offset >= self.high_watermark and state.log_end_offset >= epoch_start]
+
+    def isr_shrink_candidates(self, lag_time_ms: int) -> list[int]:
+        """ISR followers that have not been caught up for ``lag_time_ms``."""
+        if self.role is not Role.LEADER:
+            return []
+        now = self.clock()
+        result = []
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None:
+                continue
+            if state.log_end_offset != self.log_end_offset and now - state.last_caught_up_ms > lag_time_ms:
+                result.append(replica)
+        return result
+
+    def _current_epoch_start(self) -> int:
+        for epoch, start in reversed(self.log.epoch_cache.entries):
+            if epoch == self.leader_epoch:
+                return start
+        return 0
+
+    # -- waiters ------------------------------------------------------------------------------
+    def data_waiter(self) -> asyncio.Future[None]:
+        """A future completed at the next change of the log end or high watermark."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._data_waiters.append(future)
+        return future
+
+    def notify_data(self) -> None:
+        self._wake_data_waiters()
+
+    def _wake_data_waiters(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def _complete_ack_waiters(self) -> None:
+        high_watermark = self.high_watermark
+        remaining = []
+        for required, future in self._ack_waiters:
+            if future.done():
+                continue
+            if required <= high_watermark:
+                future.set_result(None)
+            else:
+                remaining.append((required, future))
+        self._ack_waiters = remaining
+
+    def _fail_ack_waiters(self, error: BrokerResponseError) -> None:
+        waiters, self._ack_waiters = self._ack_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(error)

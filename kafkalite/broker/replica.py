@@ -1,0 +1,474 @@
+"""ReplicaManager: the partitions this broker hosts, and the produce, fetch and offset paths.
+
+It listens to the :class:`~kafkalite.broker.metadata.MetadataCache`: when a partition state
+names this broker as leader it becomes leader (the new epoch is recorded at its log end); when
+it names another broker it becomes a follower and hands the partition to the
+:class:`~kafkalite.broker.fetcher.FetcherManager`; when a topic disappears its logs are deleted.
+As leader it serves produce (acks 0/1/all with ``min.insync.replicas``), consumer fetches (up
+to the high watermark, long-polling for ``min_bytes``) and follower fetches (up to the log end,
+detecting divergent followers by leader epoch), and it keeps the ISR in ZooKeeper current:
+shrinking followers that lag more than ``replica.lag.time.max.ms`` and expanding those that
+caught up, with a conditional write on the state znode's version so concurrent updates never
+overwrite each other.
+
+Concurrency: event-loop only; blocking disk work (log creation and deletion, fsync-heavy
+appends) is sent to worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from kafkalite import protocol
+from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
+from kafkalite.broker.partition import Partition, Role
+from kafkalite.config import BrokerConfig
+from kafkalite.coord import znodes
+from kafkalite.coord.zk import ZooKeeperClient
+from kafkalite.errors import (
+    BrokerResponseError,
+    CorruptRecordError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaliteError,
+    KafkaStorageError,
+    NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
+    StorageError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    ZNodeMissingError,
+    ZNodeVersionConflictError,
+)
+from kafkalite.protocol import FetchRequest, FetchResult, ProduceRequest, ProduceResult
+from kafkalite.storage.log import PartitionLog
+from kafkalite.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TOPIC_ID_FILE = "partition.metadata"
+_NEVER_FLUSH = (1 << 63) - 1
+
+
+def _error_code(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, BrokerResponseError):
+        return exc.errno, str(exc.args[0]) if exc.args else exc.description
+    if isinstance(exc, StorageError):
+        return KafkaStorageError.errno, str(exc)
+    return UnknownServerError.errno, f"{type(exc).__name__}: {exc}"
+
+
+class ReplicaManager:
+    """Hosted partitions and their request paths. See the module docstring."""
+
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: MetadataCache,
+                 zookeeper: ZooKeeperClient, clock: Callable[[], int]) -> None:
+        from kafkalite.broker.fetcher import FetcherManager
+
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.zookeeper = zookeeper
+        self.clock = clock
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetchers = FetcherManager(self)
+        self._isr_task: asyncio.Task[None] | None = None
+        self._isr_writes: set[tuple[str, int]] = set()
+        self.shutting_down = False
+        self.leadership_listeners: list[Callable[[Partition], None]] = []
+        metadata.add_listener(self)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        interval = max(0.05, self.config.replica_lag_time_max_ms / 2000)
+        self._isr_task = asyncio.create_task(self._isr_upkeep_loop(interval), name="isr-upkeep")
+
+    async def stop(self) -> None:
+        self.shutting_down = True
+        if self._isr_task:
+            self._isr_task.cancel()
+            await asyncio.gather(self._isr_task, return_exceptions=True)
+        await self.fetchers.stop()
+        for partition in self.partitions.values():
+            partition.stop(NotLeaderForPartitionError(f"broker {self.broker_id} is shutting down"))
+
+    async def remove_stray_logs(self, known_topics: dict[str, str]) -> None:
+        """Delete local logs of topics ZooKeeper no longer has (or re-created with a new id)."""
+        for (topic, partition), partition_log in list(self.log_manager.logs.items()):
+            topic_id = known_topics.get(topic)
+            recorded = self._recorded_topic_id(partition_log)
+            if topic_id is None or (recorded and recorded != topic_id):
+                log.info("deleting stray log %s-%d (topic %s in ZooKeeper)", topic, partition,
+                         "not" if topic_id is None else "re-created")
+                await asyncio.to_thread(self.log_manager.delete, topic, partition)
+
+    @staticmethod
+    def _recorded_topic_id(partition_log: PartitionLog) -> str:
+        path = partition_log.directory / TOPIC_ID_FILE
+        try:
+            for line in path.read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id":
+                    return value.strip()
+        except OSError:
+            pass
+        return ""
+
+    # -- metadata listener --------------------------------------------------------------------
+    def on_partition_changed(self, info: PartitionInfo) -> None:
+        asyncio.get_running_loop().create_task(self._apply(info))
+
+    def on_topic_removed(self, topic: str, partitions: list[int]) -> None:
+        asyncio.get_running_loop().create_task(self._remove_topic(topic))
+
+    def on_brokers_changed(self, live: dict[int, LiveBroker]) -> None:
+        self.fetchers.on_brokers_changed(live)
+
+    def on_controller_changed(self, controller_id: int) -> None:
+        pass
+
+    def on_topic_config_changed(self, topic: str, configs: dict[str, str]) -> None:
+        try:
+            self.log_manager.update_config(topic)
+        except KafkaliteError as exc:
+            log.warning("cannot apply new configs of %s: %s", topic, exc)
+
+    async def _apply(self, info: PartitionInfo) -> None:
+        key = (info.topic, info.partition)
+        if self.shutting_down:
+            return
+        topic_info = self.metadata.topics.get(info.topic)
+        if topic_info is None:
+            return
+        if self.broker_id not in info.replicas:
+            if key in self.partitions:
+                await self._drop_partition(info.topic, info.partition, delete=True)
+            return
+        partition = self.partitions.get(key)
+        if partition is None:
+            partition = await self._create_partition(info.topic, info.partition, topic_info.topic_id)
+            if partition is None:
+                return
+        state = info.state
+        if state is None:
+            return
+        if state.leader == self.broker_id:
+            if partition.role is Role.LEADER and partition.leader_epoch == state.leader_epoch:
+                partition.update_isr(state.isr, info.state_version)
+            else:
+                self.fetchers.remove_partition(partition)
+                partition.make_leader(state.leader_epoch, state.isr, info.replicas, info.state_version,
+                                      state.controller_epoch)
+                for listener in self.leadership_listeners:
+                    listener(partition)
+        elif state.leader >= 0:
+            was_leader = partition.role is Role.LEADER
+            if partition.make_follower(state.leader, state.leader_epoch, state.isr, info.replicas,
+                                       info.state_version, state.controller_epoch):
+                self.fetchers.add_partition(partition)
+                if was_leader:
+                    for listener in self.leadership_listeners:
+                        listener(partition)
+        else:
+            was_leader = partition.role is Role.LEADER
+            self.fetchers.remove_partition(partition)
+            partition.make_offline(state.leader_epoch, state.isr, info.replicas, info.state_version)
+            if was_leader:
+                for listener in self.leadership_listeners:
+                    listener(partition)
+
+    async def _create_partition(self, topic: str, number: int, topic_id: str) -> Partition | None:
+        key = (topic, number)
+        existing_log = self.log_manager.get(topic, number)
+        if existing_log is not None and topic_id:
+            recorded = self._recorded_topic_id(existing_log)
+            if recorded and recorded != topic_id:
+                log.info("%s-%d: local log belongs to an older topic of that name; deleting it", topic, number)
+                await asyncio.to_thread(self.log_manager.delete, topic, number)
+        try:
+            partition_log = await asyncio.to_thread(self.log_manager.get_or_create, topic, number)
+        except KafkaliteError as exc:
+            log.error("cannot create log %s-%d: %s", topic, number, exc)
+            return None
+        if key in self.partitions:  # created concurrently by another notification
+            return self.partitions[key]
+        if topic_id:
+            marker = partition_log.directory / TOPIC_ID_FILE
+            if not marker.exists():
+                marker.write_text(f"version: 0\ntopic_id: {topic_id}\n")
+        partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
+        self.partitions[key] = partition
+        return partition
+
+    async def _remove_topic(self, topic: str) -> None:
+        for (name, number) in [key for key in self.partitions if key[0] == topic]:
+            await self._drop_partition(name, number, delete=True)
+        for (name, number) in [key for key in self.log_manager.logs if key[0] == topic]:
+            await asyncio.to_thread(self.log_manager.delete, name, number)
+
+    async def _drop_partition(self, topic: str, number: int, delete: bool) -> None:
+        partition = self.partitions.pop((topic, number), None)
+        if partition is not None:
+            self.fetchers.remove_partition(partition)
+            partition.stop(UnknownTopicOrPartitionError(f"{topic}-{number} is no longer hosted here"))
+            for listener in self.leadership_listeners:
+                listener(partition)
+        if delete:
+            await asyncio.to_thread(self.log_manager.delete, topic, number)
+
+    # -- produce ------------------------------------------------------------------------------
+    def _partition_for(self, topic: str, number: int) -> Partition:
+        partition = self.partitions.get((topic, number))
+        if partition is None:
+            info = self.metadata.partition(topic, number)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"this server does not host {topic}-{number}")
+            raise NotLeaderForPartitionError(
+                f"broker {self.broker_id} is not a replica of {topic}-{number} (leader is {info.leader})")
+        return partition
+
+    async def produce(self, request: ProduceRequest, allow_internal: bool = False) -> list[ProduceResult]:
+        if request.acks not in (0, 1, -1):
+            raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {request.acks}")
+        results: list[ProduceResult] = []
+        waits: list[tuple[int, Partition, int]] = []
+        for item in request.partitions:
+            try:
+                if item.topic in INTERNAL_TOPICS and not allow_internal:
+                    raise InvalidTopicError(f"clients may not write to the internal topic {item.topic}")
+                partition = self._partition_for(item.topic, item.partition)
+                if partition.log.config.flush_messages != _NEVER_FLUSH:
+                    partition.check_leader()
+                    info = await asyncio.to_thread(partition.append_as_leader, item.records, request.acks)
+                else:
+                    info = partition.append_as_leader(item.records, request.acks)
+                results.append(ProduceResult(item.topic, item.partition, 0, info.first_offset, info.log_append_time,
+                                             partition.log.log_start_offset))
+                if request.acks == -1:
+                    waits.append((len(results) - 1, partition, info.last_offset + 1))
+            except Exception as exc:  # every failure becomes a per-partition error code
+                code, message = _error_code(exc)
+                if code == UnknownServerError.errno:
+                    log.exception("produce to %s-%d failed", item.topic, item.partition)
+                results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
+        if waits:
+            timeout = max(0.0, request.timeout_ms / 1000)
+            outcomes = await asyncio.gather(*(partition.wait_for_replication(required, timeout)
+                                              for _, partition, required in waits), return_exceptions=True)
+            for (index, _partition, _required), outcome in zip(waits, outcomes):
+                if isinstance(outcome, BaseException):
+                    code, message = _error_code(outcome)
+                    previous = results[index]
+                    results[index] = ProduceResult(previous.topic, previous.partition, code, previous.base_offset,
+                                                   previous.log_append_time, previous.log_start_offset, message)
+        return results
+
+    # -- fetch --------------------------------------------------------------------------------
+    async def fetch(self, request: FetchRequest) -> list[FetchResult]:
+        """Serve a consumer or follower fetch, long-polling up to ``max_wait_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait_ms / 1000
+        is_follower = request.replica_id >= 0
+        while True:
+            results, total, waiters = self._read_once(request, is_follower)
+            remaining = deadline - loop.time()
+            errors = any(result.error_code for result in results)
+            if total >= request.min_bytes or remaining <= 0 or errors or not waiters or request.max_wait_ms == 0:
+                for future in waiters:
+                    future.cancel()
+                return results
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            for future in waiters:
+                future.cancel()
+
+    def _read_once(self, request: FetchRequest,
+                   is_follower: bool) -> tuple[list[FetchResult], int, list[asyncio.Future[None]]]:
+        results: list[FetchResult] = []
+        total = 0
+        budget = request.max_bytes
+        waiters: list[asyncio.Future[None]] = []
+        for item in request.partitions:
+            try:
+                partition = self._partition_for(item.topic, item.partition)
+                partition.check_leader(item.current_leader_epoch)
+                result = self._read_partition(partition, item, request, is_follower, budget, total == 0)
+            except Exception as exc:
+                code, message = _error_code(exc)
+                if code == UnknownServerError.errno:
+                    log.exception("fetch of %s-%d failed", item.topic, item.partition)
+                info = self.metadata.partition(item.topic, item.partition)
+                hosted = self.partitions.get((item.topic, item.partition))
+                results.append(FetchResult(
+                    item.topic, item.partition, code, error_message=message,
+                    high_watermark=hosted.high_watermark if hosted else -1,
+                    log_start_offset=hosted.log.log_start_offset if hosted else -1,
+                    leader_id=info.leader if info else -1, leader_epoch=info.leader_epoch if info else -1))
+                continue
+            results.append(result)
+            size = len(result.records)
+            total += size
+            budget = max(0, budget - size)
+            if size == 0:
+                waiters.append(partition.data_waiter())
+        return results, total, waiters
+
+    def _read_partition(self, partition: Partition, item: protocol.FetchPartition, request: FetchRequest,
+                        is_follower: bool, budget: int, first: bool) -> FetchResult:
+        partition_log = partition.log
+        if is_follower:
+            if item.last_fetched_epoch >= 0:
+                epoch, end_offset = partition_log.epoch_cache.end_offset_for(item.last_fetched_epoch,
+                                                                            partition_log.log_end_offset)
+                if epoch < 0 or end_offset < item.fetch_offset or epoch < item.last_fetched_epoch:
+                    if epoch < 0:
+                        epoch, end_offset = item.last_fetched_epoch, partition_log.log_start_offset
+                    return FetchResult(item.topic, item.partition, 0, partition.high_watermark,
+                                       partition.high_watermark, partition_log.log_start_offset,
+                                       diverging_epoch=epoch, diverging_end_offset=end_offset,
+                                       leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
+            partition.record_follower_fetch(request.replica_id, item.fetch_offset)
+            self._maybe_expand_isr(partition)
+            max_offset = None
+        else:
+            max_offset = partition.high_watermark
+        limit = min(item.partition_max_bytes, budget) if not first else item.partition_max_bytes
+        data = partition_log.read(item.fetch_offset, limit, max_offset=max_offset, min_one_batch=first)
+        return FetchResult(item.topic, item.partition, 0, data.high_watermark, data.high_watermark,
+                           data.log_start_offset, data.records, leader_id=partition.leader_id,
+                           leader_epoch=partition.leader_epoch)
+
+    # -- offsets ------------------------------------------------------------------------------
+    def list_offset(self, topic: str, number: int, timestamp: int, isolation_level: int = 0,
+                    current_leader_epoch: int = -1) -> tuple[int, int, int]:
+        """(offset, timestamp, leader epoch) for ListOffsets; -1 offset when no record matches."""
+        partition = self._partition_for(topic, number)
+        partition.check_leader(current_leader_epoch)
+        partition_log = partition.log
+        if timestamp == protocol.EARLIEST_TIMESTAMP:
+            return partition_log.log_start_offset, -1, partition.leader_epoch
+        if timestamp == protocol.LATEST_TIMESTAMP:
+            return partition.high_watermark, -1, partition.leader_epoch
+        if timestamp == protocol.MAX_TIMESTAMP:
+            best = (-1, -1)
+            for segment in partition_log.segments:
+                if segment.max_timestamp > best[1] and segment.offset_of_max_timestamp < partition.high_watermark:
+                    best = (segment.offset_of_max_timestamp, segment.max_timestamp)
+            return best[0], best[1], partition.leader_epoch
+        if timestamp < 0:
+            raise OffsetOutOfRangeError(f"unsupported timestamp {timestamp}")
+        found = partition_log.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= partition.high_watermark:
+            return -1, -1, partition.leader_epoch
+        return found[0], found[1], partition.leader_epoch
+
+    def end_offset_for_epoch(self, topic: str, number: int, epoch: int) -> tuple[int, int]:
+        partition = self._partition_for(topic, number)
+        partition.check_leader()
+        return partition.log.epoch_cache.end_offset_for(epoch, partition.log_end_offset)
+
+    # -- ISR upkeep ---------------------------------------------------------------------------
+    def _maybe_expand_isr(self, partition: Partition) -> None:
+        candidates = partition.isr_expansion_candidates()
+        if candidates and partition.pending_isr is None:
+            new_isr = sorted(set(partition.isr) | set(candidates),
+                             key=lambda replica: partition.replicas.index(replica)
+                             if replica in partition.replicas else len(partition.replicas))
+            self._schedule_isr_write(partition, new_isr)
+
+    async def _isr_upkeep_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            for partition in list(self.partitions.values()):
+                if not partition.is_leader or partition.pending_isr is not None:
+                    continue
+                laggards = partition.isr_shrink_candidates(self.config.replica_lag_time_max_ms)
+                if laggards:
+                    new_isr = [replica for replica in partition.isr if replica not in laggards]
+                    log.info("%s: shrinking ISR from %s to %s (lagging: %s)", partition.name, partition.isr,
+                             new_isr, laggards)
+                    self._schedule_isr_write(partition, new_isr)
+
+    def _schedule_isr_write(self, partition: Partition, new_isr: list[int]) -> None:
+        key = (partition.topic, partition.partition)
+        if key in self._isr_writes:
+            return
+        self._isr_writes.add(key)
+        partition.pending_isr = new_isr
+        asyncio.get_running_loop().create_task(self._write_isr(partition, new_isr))
+
+    async def _write_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        """Conditional write of the state znode (same leader and epoch, new ISR)."""
+        key = (partition.topic, partition.partition)
+        path = znodes.partition_state_path(partition.topic, partition.partition)
+        try:
+            state = znodes.PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=new_isr,
+                                          controller_epoch=partition.controller_epoch)
+            stat = await self.zookeeper.set(path, state.to_bytes(), version=partition.state_version)
+            if partition.is_leader and partition.leader_epoch == state.leader_epoch:
+                log.info("%s: ISR is now %s", partition.name, new_isr)
+                partition.update_isr(new_isr, stat.version)
+            await self._notify_isr_change(partition)
+        except ZNodeVersionConflictError:
+            log.info("%s: ISR write lost a race; re-reading the partition state", partition.name)
+            await self._reload_state(partition)
+        except (ZNodeMissingError, KafkaliteError) as exc:
+            log.warning("%s: ISR change to %s failed: %s", partition.name, new_isr, exc)
+        finally:
+            partition.pending_isr = None
+            self._isr_writes.discard(key)
+
+    async def _notify_isr_change(self, partition: Partition) -> None:
+        notification = znodes.IsrChangeNotification([znodes.PartitionRef(partition.topic, partition.partition)])
+        try:
+            await self.zookeeper.create(znodes.isr_change_prefix_path(), notification.to_bytes(), sequence=True)
+        except KafkaliteError as exc:
+            log.debug("ISR change notification not written: %s", exc)
+
+    async def _reload_state(self, partition: Partition) -> None:
+        try:
+            data, stat = await self.zookeeper.get(znodes.partition_state_path(partition.topic, partition.partition))
+        except KafkaliteError:
+            return
+        state = znodes.PartitionState.from_bytes(data)
+        info = self.metadata.partition(partition.topic, partition.partition)
+        if info is not None:
+            info.state = state
+            info.state_version = stat.version
+            await self._apply(info)
+
+    # -- follower side ------------------------------------------------------------------------
+    def apply_fetched(self, partition: Partition, result: FetchResult) -> int:
+        """Append replicated batches and adopt the leader's high watermark; returns bytes."""
+        partition_log = partition.log
+        if result.diverging_epoch >= 0:
+            epoch, own_end = partition_log.epoch_cache.end_offset_for(result.diverging_epoch,
+                                                                     partition_log.log_end_offset)
+            target = min(result.diverging_end_offset, own_end) if epoch >= 0 else \
+                min(result.diverging_end_offset, partition.high_watermark)
+            log.info("%s: log diverges from leader %d at epoch %d; truncating %d -> %d", partition.name,
+                     partition.leader_id, result.diverging_epoch, partition_log.log_end_offset, target)
+            partition_log.truncate_to(max(target, partition_log.log_start_offset))
+            return 0
+        size = len(result.records)
+        if size:
+            try:
+                partition_log.append_as_follower(result.records)
+            except CorruptRecordError as exc:
+                log.warning("%s: rejected replicated data: %s", partition.name, exc)
+                return 0
+        partition_log.update_high_watermark(min(result.high_watermark, partition_log.log_end_offset))
+        partition.notify_data()
+        return size
+
+    def handle_out_of_range(self, partition: Partition, leader_start: int, leader_end: int) -> None:
+        partition_log = partition.log
+        if partition_log.log_end_offset > leader_end >= 0:
+            log.warning("%s: ahead of leader (%d > %d); truncating", partition.name, partition_log.log_end_offset,
+                        leader_end)
+            partition_log.truncate_to(leader_end)
+        elif partition_log.log_end_offset < leader_start:
+            log.warning("%s: behind the leader's log start %d; starting over there", partition.name, leader_start)
+            partition_log.truncate_fully_and_start_at(leader_start)

@@ -1,0 +1,491 @@
+"""The HTTP contract shared by brokers and clients: routes, binary frames, JSON bodies, errors.
+
+Pure: no sockets, no event loop. Documented for humans in ``docs/protocol.md``.
+
+Hot paths (produce and fetch) use compact big-endian binary frames so that record batches
+travel as raw bytes, untouched, from producer to log to consumer; every other call uses small
+JSON bodies. Strings in frames are ``uint16 length + UTF-8``.
+
+Produce request (``POST /v1/produce``, content type :data:`BINARY_CONTENT_TYPE`)::
+
+    int16 acks | int32 timeout_ms | int64 producer_id (-1) | int32 partition count |
+    ( string topic | int32 partition | int32 size | size bytes of v2 record batches )*
+
+Produce response::
+
+    int32 count | ( string topic | int32 partition | int16 error_code | int64 base_offset |
+                    int64 log_append_time | int64 log_start_offset | string error_message )*
+
+Fetch request (``POST /v1/fetch``)::
+
+    int32 replica_id (-1 = consumer) | int32 max_wait_ms | int32 min_bytes | int32 max_bytes |
+    int8 isolation_level | int32 count |
+    ( string topic | int32 partition | int64 fetch_offset | int32 current_leader_epoch |
+      int32 last_fetched_epoch | int64 log_start_offset | int32 partition_max_bytes )*
+
+Fetch response::
+
+    int32 count | ( string topic | int32 partition | int16 error_code | int64 high_watermark |
+                    int64 last_stable_offset | int64 log_start_offset | int32 diverging_epoch |
+                    int64 diverging_end_offset | int32 leader_id | int32 leader_epoch |
+                    string error_message | int32 size | size bytes of record batches )*
+
+Errors of a whole request come back as JSON ``{"error_code", "error", "message"}`` with the HTTP
+status of the error class; per-partition errors ride inside a 200 response, as in Kafka.
+Thread-safety: pure functions and immutable values.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from kafkalite import errors
+from kafkalite.errors import BrokerResponseError, InvalidRequestError
+
+API_VERSION = 1
+PREFIX = f"/v{API_VERSION}"
+BINARY_CONTENT_TYPE = "application/vnd.kafkalite.v1+binary"
+JSON_CONTENT_TYPE = "application/json"
+
+# Routes (method, path). The broker's route table and the clients both read these.
+METADATA = PREFIX + "/metadata"
+PRODUCE = PREFIX + "/produce"
+FETCH = PREFIX + "/fetch"
+LIST_OFFSETS = PREFIX + "/list_offsets"
+OFFSETS_FOR_LEADER_EPOCH = PREFIX + "/offsets_for_leader_epoch"
+INIT_PRODUCER_ID = PREFIX + "/init_producer_id"
+API_VERSIONS = PREFIX + "/api_versions"
+CREATE_TOPICS = PREFIX + "/admin/create_topics"
+DELETE_TOPICS = PREFIX + "/admin/delete_topics"
+CREATE_PARTITIONS = PREFIX + "/admin/create_partitions"
+DESCRIBE_CONFIGS = PREFIX + "/admin/describe_configs"
+ALTER_CONFIGS = PREFIX + "/admin/alter_configs"
+ELECT_LEADERS = PREFIX + "/admin/elect_leaders"
+DESCRIBE_CLUSTER = PREFIX + "/admin/describe_cluster"
+CONTROLLED_SHUTDOWN = PREFIX + "/admin/controlled_shutdown"
+TOPIC_RECORDS = PREFIX + "/topics/{topic}/records"
+PARTITION_RECORDS = PREFIX + "/topics/{topic}/partitions/{partition}/records"
+FIND_COORDINATOR = PREFIX + "/groups/find_coordinator"
+JOIN_GROUP = PREFIX + "/groups/join"
+SYNC_GROUP = PREFIX + "/groups/sync"
+HEARTBEAT = PREFIX + "/groups/heartbeat"
+LEAVE_GROUP = PREFIX + "/groups/leave"
+OFFSET_COMMIT = PREFIX + "/groups/offset_commit"
+OFFSET_FETCH = PREFIX + "/groups/offset_fetch"
+LIST_GROUPS = PREFIX + "/groups/list"
+DESCRIBE_GROUPS = PREFIX + "/groups/describe"
+DELETE_GROUPS = PREFIX + "/groups/delete"
+HEALTH = "/health"
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+NO_EPOCH = -1
+
+_INT8 = struct.Struct(">b")
+_INT16 = struct.Struct(">h")
+_UINT16 = struct.Struct(">H")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_PRODUCE_HEAD = struct.Struct(">hiq")
+_PRODUCE_RESULT = struct.Struct(">ihqqq")
+_FETCH_HEAD = struct.Struct(">iiiib")
+_FETCH_PARTITION = struct.Struct(">iqiiqi")
+_FETCH_RESULT = struct.Struct(">ihqqqiqii")
+
+
+# --- frame primitives ---------------------------------------------------------------------------
+
+
+class FrameReader:
+    """Sequential reader of a binary frame; any overrun raises InvalidRequestError."""
+
+    __slots__ = ("data", "position")
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.data = memoryview(data).cast("B")
+        self.position = 0
+
+    def _take(self, size: int) -> int:
+        start = self.position
+        if size < 0 or start + size > len(self.data):
+            raise InvalidRequestError(f"frame ends early: wanted {size} bytes at {start} of {len(self.data)}")
+        self.position = start + size
+        return start
+
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
+        start = self._take(layout.size)
+        return layout.unpack_from(self.data, start)
+
+    def string(self) -> str:
+        (length,) = self.unpack(_UINT16)
+        start = self._take(length)
+        try:
+            return bytes(self.data[start:start + length]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequestError("a string in the frame is not UTF-8") from None
+
+    def blob(self, max_size: int | None = None) -> memoryview:
+        (length,) = self.unpack(_INT32)
+        if max_size is not None and length > max_size:
+            raise errors.MessageSizeTooLargeError(f"a {length}-byte payload exceeds the limit of {max_size}")
+        start = self._take(length)
+        return self.data[start:start + length]
+
+    def count(self, minimum_item_bytes: int) -> int:
+        (value,) = self.unpack(_INT32)
+        remaining = len(self.data) - self.position
+        if value < 0 or value * minimum_item_bytes > remaining:
+            raise InvalidRequestError(f"frame announces {value} entries but has {remaining} bytes left")
+        return value
+
+    def finish(self) -> None:
+        if self.position != len(self.data):
+            raise InvalidRequestError(f"{len(self.data) - self.position} stray bytes after the frame")
+
+
+def _string(value: str) -> bytes:
+    encoded = value.encode("utf-8")
+    if len(encoded) > 0xFFFF:
+        raise InvalidRequestError("string longer than 65535 bytes")
+    return _UINT16.pack(len(encoded)) + encoded
+
+
+# --- produce ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProducePartition:
+    topic: str
+    partition: int
+    records: bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    acks: int
+    timeout_ms: int
+    partitions: list[ProducePartition]
+    producer_id: int = -1
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    topic: str
+    partition: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str = ""
+
+
+def encode_produce_request(request: ProduceRequest) -> list[bytes | bytearray | memoryview]:
+    """The frame as a list of pieces (record batches are not copied)."""
+    pieces: list[bytes | bytearray | memoryview] = [
+        _PRODUCE_HEAD.pack(request.acks, request.timeout_ms, request.producer_id) + _INT32.pack(len(request.partitions))]
+    for item in request.partitions:
+        pieces.append(_string(item.topic) + _INT32.pack(item.partition) + _INT32.pack(len(item.records)))
+        pieces.append(item.records)
+    return pieces
+
+
+def decode_produce_request(data: bytes | bytearray | memoryview, max_partition_bytes: int | None = None) -> ProduceRequest:
+    reader = FrameReader(data)
+    acks, timeout_ms, producer_id = reader.unpack(_PRODUCE_HEAD)
+    count = reader.count(10)
+    partitions = []
+    for _ in range(count):
+        topic = reader.string()
+        (partition,) = reader.unpack(_INT32)
+        partitions.append(ProducePartition(topic, partition, reader.blob(max_partition_bytes)))
+    reader.finish()
+    return ProduceRequest(acks, timeout_ms, partitions, producer_id)
+
+
+def encode_produce_response(results: Iterable[ProduceResult]) -> bytes:
+    items = list(results)
+    parts = [_INT32.pack(len(items))]
+    for item in items:
+        parts.append(_string(item.topic))
+        parts.append(_PRODUCE_RESULT.pack(item.partition, item.error_code, item.base_offset, item.log_append_time,
+                                          item.log_start_offset))
+        parts.append(_string(item.error_message))
+    return b"".join(parts)
+
+
+def decode_produce_response(data: bytes | bytearray | memoryview) -> list[ProduceResult]:
+    reader = FrameReader(data)
+    results = []
+    for _ in range(reader.count(2 + _PRODUCE_RESULT.size + 2)):
+        topic = reader.string()
+        partition, error_code, base_offset, append_time, start_offset = reader.unpack(_PRODUCE_RESULT)
+        results.append(ProduceResult(topic, partition, error_code, base_offset, append_time, start_offset,
+                                     reader.string()))
+    reader.finish()
+    return results
+
+
+# --- fetch --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int = 1024 * 1024
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    partitions: list[FetchPartition]
+    replica_id: int = CONSUMER_REPLICA_ID
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 50 * 1024 * 1024
+    isolation_level: int = READ_UNCOMMITTED
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    topic: str
+    partition: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes | bytearray | memoryview = b""
+    error_message: str = ""
+    diverging_epoch: int = NO_EPOCH
+    diverging_end_offset: int = -1
+    leader_id: int = -1
+    leader_epoch: int = NO_EPOCH
+
+
+def encode_fetch_request(request: FetchRequest) -> bytes:
+    parts = [_FETCH_HEAD.pack(request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
+                              request.isolation_level), _INT32.pack(len(request.partitions))]
+    for item in request.partitions:
+        parts.append(_string(item.topic))
+        parts.append(_FETCH_PARTITION.pack(item.partition, item.fetch_offset, item.current_leader_epoch,
+                                           item.last_fetched_epoch, item.log_start_offset,
+                                           item.partition_max_bytes))
+    return b"".join(parts)
+
+
+def decode_fetch_request(data: bytes | bytearray | memoryview) -> FetchRequest:
+    reader = FrameReader(data)
+    replica_id, max_wait_ms, min_bytes, max_bytes, isolation = reader.unpack(_FETCH_HEAD)
+    partitions = []
+    for _ in range(reader.count(2 + _FETCH_PARTITION.size)):
+        topic = reader.string()
+        partition, offset, current_epoch, last_epoch, start_offset, partition_max = reader.unpack(_FETCH_PARTITION)
+        partitions.append(FetchPartition(topic, partition, offset, partition_max, current_epoch, last_epoch,
+                                         start_offset))
+    reader.finish()
+    if max_wait_ms < 0 or min_bytes < 0 or max_bytes < 0 or isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise InvalidRequestError("fetch limits must not be negative; isolation level is 0 or 1")
+    return FetchRequest(partitions, replica_id, max_wait_ms, min_bytes, max_bytes, isolation)
+
+
+def encode_fetch_response(results: Iterable[FetchResult]) -> list[bytes | bytearray | memoryview]:
+    items = list(results)
+    pieces: list[bytes | bytearray | memoryview] = [_INT32.pack(len(items))]
+    for item in items:
+        pieces.append(_string(item.topic) + _FETCH_RESULT.pack(
+            item.partition, item.error_code, item.high_watermark, item.last_stable_offset, item.log_start_offset,
+            item.diverging_epoch, item.diverging_end_offset, item.leader_id, item.leader_epoch)
+            + _string(item.error_message) + _INT32.pack(len(item.records)))
+        if item.records:
+            pieces.append(item.records)
+    return pieces
+
+
+def decode_fetch_response(data: bytes | bytearray | memoryview) -> list[FetchResult]:
+    reader = FrameReader(data)
+    results = []
+    for _ in range(reader.count(2 + _FETCH_RESULT.size + 6)):
+        topic = reader.string()
+        (partition, error_code, high_watermark, last_stable, start_offset, diverging_epoch, diverging_end,
+         leader_id, leader_epoch) = reader.unpack(_FETCH_RESULT)
+        message = reader.string()
+        records = reader.blob()
+        results.append(FetchResult(topic, partition, error_code, high_watermark, last_stable, start_offset,
+                                   records, message, diverging_epoch, diverging_end, leader_id, leader_epoch))
+    reader.finish()
+    return results
+
+
+# --- JSON bodies and errors ---------------------------------------------------------------------
+
+
+def error_body(error: BrokerResponseError) -> dict[str, Any]:
+    """The JSON body of a failed request."""
+    return {"error_code": error.errno, "error": error.message, "message": str(error.args[0]) if error.args else
+            error.description}
+
+
+def error_from_body(body: Mapping[str, Any], status: int) -> BrokerResponseError:
+    """Rebuild the named error from a failed response's JSON body."""
+    code = body.get("error_code")
+    cls = errors.for_code(code) if isinstance(code, int) else errors.for_name(str(body.get("error", "")))
+    message = str(body.get("message") or body.get("error") or f"HTTP {status}")
+    return cls(message)
+
+
+def error_for(code: int, message: str = "") -> BrokerResponseError:
+    """An error instance for a per-partition or per-topic code (code must not be 0)."""
+    cls = errors.for_code(code)
+    return cls(message or cls.description)
+
+
+def parse_json(data: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """Parse a JSON request body that must be an object; malformed → InvalidRequestError."""
+    try:
+        value = json.loads(bytes(data) or b"{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequestError(f"malformed JSON body: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequestError("the JSON body must be an object")
+    return value
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def require(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    """Field ``name`` of a JSON body, type-checked (bool is not accepted as int)."""
+    if name not in body or body[name] is None:
+        if default is ...:
+            raise InvalidRequestError(f"missing field {name!r}")
+        return default
+    value = body[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        raise InvalidRequestError(f"field {name!r} must be {'/'.join(k.__name__ for k in kinds)}")
+    if not isinstance(value, kinds):
+        raise InvalidRequestError(f"field {name!r} must be {'/'.join(k.__name__ for k in kinds)}")
+    return value
+
+
+def parse_acks(value: str | int) -> int:
+    """Kafka's acks values: 0, 1, -1 / "all"."""
+    if isinstance(value, str):
+        if value.strip().lower() == "all":
+            return -1
+        try:
+            value = int(value)
+        except ValueError:
+            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}") from None
+    if value not in (0, 1, -1):
+        raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """A broker as metadata reports it."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.broker_id, "host": self.host, "port": self.port, "rack": self.rack}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "BrokerEndpoint":
+        return cls(int(body["id"]), str(body["host"]), int(body["port"]), body.get("rack"))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    error_code: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition, "leader": self.leader, "leader_epoch": self.leader_epoch,
+                "replicas": self.replicas, "isr": self.isr, "offline_replicas": self.offline_replicas,
+                "error_code": self.error_code}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "PartitionMetadata":
+        return cls(int(body["partition"]), int(body["leader"]), int(body.get("leader_epoch", -1)),
+                   [int(x) for x in body.get("replicas", [])], [int(x) for x in body.get("isr", [])],
+                   [int(x) for x in body.get("offline_replicas", [])], int(body.get("error_code", 0)))
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    partitions: list[PartitionMetadata]
+    error_code: int = 0
+    is_internal: bool = False
+    topic_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "error_code": self.error_code, "is_internal": self.is_internal,
+                "topic_id": self.topic_id, "partitions": [partition.to_json() for partition in self.partitions]}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "TopicMetadata":
+        return cls(str(body["name"]), [PartitionMetadata.from_json(item) for item in body.get("partitions", [])],
+                   int(body.get("error_code", 0)), bool(body.get("is_internal", False)), str(body.get("topic_id", "")))
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """A metadata response: brokers, controller and topics."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerEndpoint]
+    topics: list[TopicMetadata]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster_id": self.cluster_id, "controller_id": self.controller_id,
+                "brokers": [broker.to_json() for broker in self.brokers],
+                "topics": [topic.to_json() for topic in self.topics]}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "ClusterMetadata":
+        return cls(str(body.get("cluster_id", "")), int(body.get("controller_id", -1)),
+                   [BrokerEndpoint.from_json(item) for item in body.get("brokers", [])],
+                   [TopicMetadata.from_json(item) for item in body.get("topics", [])])
+
+
+def java_string_hash(value: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    encoded = value.encode("utf-16-be")
+    result = 0
+    for index in range(0, len(encoded), 2):
+        result = (31 * result + ((encoded[index] << 8) | encoded[index + 1])) & 0xFFFFFFFF
+    return result - (1 << 32) if result >= 1 << 31 else result
+
+
+def group_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition that coordinates ``group_id``."""
+    hashed = java_string_hash(group_id)
+    positive = 0 if hashed == -(1 << 31) else abs(hashed)
+    return positive % partitions

@@ -18,15 +18,18 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from kafkalite.broker.producer_state import ProducerStateManager
 from kafkalite.errors import (
     BrokerResponseError,
     FencedLeaderEpochError,
+    InvalidRecordError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
 )
+from kafkalite.record.batch import RecordBatch, iter_batches
 from kafkalite.storage.log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,7 @@ class Partition:
         self.state_version = -1
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: list[int] | None = None
+        self.producer_state = ProducerStateManager()
         self._data_waiters: list[asyncio.Future[None]] = []
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
 
@@ -177,10 +181,40 @@ class Partition:
         if required_acks == -1 and len(self.isr) < min_isr:
             raise NotEnoughReplicasError(
                 f"{self.name}: in-sync replicas {self.isr} are fewer than min.insync.replicas={min_isr}")
+        idempotent = self._idempotent_batch(records)
+        if idempotent is not None:
+            duplicate = self.producer_state.check(idempotent)
+            if duplicate is not None:
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset, 0, 0, duplicate.timestamp, -1, 0)
         info = self.log.append_as_leader(records, self.leader_epoch)
+        if idempotent is not None:
+            self.producer_state.update(idempotent, info.first_offset, info.last_offset)
         self.maybe_advance_high_watermark()
         self._wake_data_waiters()
         return info
+
+    @staticmethod
+    def _idempotent_batch(records: bytes | memoryview) -> RecordBatch | None:
+        """The batch of an idempotent producer (one per partition per request), else None."""
+        try:
+            first = RecordBatch(records, 0)
+        except BrokerResponseError:
+            return None  # the log's validation reports the damage
+        if first.producer_id < 0:
+            return None
+        if first.end_position != len(records):
+            raise InvalidRecordError("an idempotent producer sends exactly one batch per partition per request")
+        return first
+
+    def record_replicated(self, records: bytes | memoryview) -> None:
+        """Keep producer state current on a follower from the batches it just appended."""
+        for batch in iter_batches(records):
+            if batch.producer_id >= 0:
+                self.producer_state.update(batch, batch.base_offset, batch.last_offset)
+
+    def rebuild_producer_state(self) -> None:
+        """Blocking: rebuild idempotence state from the log's batch headers."""
+        self.producer_state.rebuild(self.log.batch_headers())
 
     async def wait_for_replication(self, required_offset: int, timeout: float) -> None:
         """Wait until the high watermark reaches ``required_offset`` (acks=all)."""

@@ -200,6 +200,9 @@ class ReplicaManager:
             if not marker.exists():
                 marker.write_text(f"version: 0\ntopic_id: {topic_id}\n")
         partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
+        await asyncio.to_thread(partition.rebuild_producer_state)
+        if key in self.partitions:
+            return self.partitions[key]
         self.partitions[key] = partition
         return partition
 
@@ -322,9 +325,10 @@ class ReplicaManager:
             if item.last_fetched_epoch >= 0:
                 epoch, end_offset = partition_log.epoch_cache.end_offset_for(item.last_fetched_epoch,
                                                                             partition_log.log_end_offset)
-                if epoch < 0 or end_offset < item.fetch_offset or epoch < item.last_fetched_epoch:
-                    if epoch < 0:
-                        epoch, end_offset = item.last_fetched_epoch, partition_log.log_start_offset
+                if epoch >= 0 and (end_offset < item.fetch_offset or epoch < item.last_fetched_epoch):
+                    log.info("%s: follower %d fetching %d at epoch %d diverges (epoch %d ends at %d; cache %s)",
+                             partition.name, request.replica_id, item.fetch_offset, item.last_fetched_epoch, epoch,
+                             end_offset, partition_log.epoch_cache.entries)
                     return FetchResult(item.topic, item.partition, 0, partition.high_watermark,
                                        partition.high_watermark, partition_log.log_start_offset,
                                        diverging_epoch=epoch, diverging_end_offset=end_offset,
@@ -451,11 +455,13 @@ class ReplicaManager:
             log.info("%s: log diverges from leader %d at epoch %d; truncating %d -> %d", partition.name,
                      partition.leader_id, result.diverging_epoch, partition_log.log_end_offset, target)
             partition_log.truncate_to(max(target, partition_log.log_start_offset))
+            partition.producer_state.truncate_to(partition_log.log_end_offset)
             return 0
         size = len(result.records)
         if size:
             try:
                 partition_log.append_as_follower(result.records)
+                partition.record_replicated(result.records)
             except CorruptRecordError as exc:
                 log.warning("%s: rejected replicated data: %s", partition.name, exc)
                 return 0

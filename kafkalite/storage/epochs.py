@@ -39,25 +39,27 @@ class LeaderEpochCache:
         self._persist()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for a follower whose last epoch is ``requested_epoch``.
+        """(epoch, end offset) answering a follower whose last epoch is ``requested_epoch``.
 
-        The end offset is the start offset of the first epoch above the largest known epoch
-        that is <= ``requested_epoch`` (or the log end offset when that epoch is the latest).
-        An epoch below every known epoch answers (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
+        Kafka's rule: the latest epoch ends at the log end offset; an older epoch ends where the
+        next larger known epoch starts, reported under the largest known epoch <= the request;
+        an epoch below every known epoch ends where the first known epoch starts; an epoch above
+        the latest (or an empty cache) is undefined: (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
         """
-        if not self.entries:
+        if not self.entries or requested_epoch > self.entries[-1][0]:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if requested_epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        found = None
+        if requested_epoch == self.entries[-1][0]:
+            return requested_epoch, log_end_offset
+        floor = None
         for index, (epoch, _start) in enumerate(self.entries):
             if epoch <= requested_epoch:
-                found = index
+                floor = index
             else:
-                break
-        if found is None:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        return self.entries[found][0], self.entries[found + 1][1]
+                higher_start = self.entries[index][1]
+                if floor is None:
+                    return requested_epoch, higher_start
+                return self.entries[floor][0], higher_start
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET  # not reached: the latest epoch is > requested
 
     def epoch_for_offset(self, offset: int) -> int:
         epoch = UNDEFINED_EPOCH

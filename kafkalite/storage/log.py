@@ -431,6 +431,13 @@ class PartitionLog:
                 if batch.last_offset >= start_offset:
                     yield batch
 
+    def batch_headers(self):  # type: ignore[no-untyped-def]
+        """Yield every batch header of the log, oldest first (headers only)."""
+        with self._lock:
+            segments = list(self.segments)
+        for segment in segments:
+            yield from segment.batch_headers()
+
     # -- truncation ---------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset`` (replication); returns the new end."""

@@ -17,10 +17,10 @@ import logging
 import os
 import struct
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from kafkalite.errors import CorruptRecordError, StorageError, TruncatedBatchError
-from kafkalite.record.batch import LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
+from kafkalite.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
 from kafkalite.storage import files
 from kafkalite.storage.index import OffsetIndex, TimeIndex
 
@@ -32,10 +32,24 @@ _INT64 = struct.Struct(">q")
 _LAST_OFFSET_DELTA_AT = 23
 _MAX_TIMESTAMP_AT = 35
 _HEADER_PROBE = 43  # bytes of a header needed to know offsets and max timestamp
+_FULL_HEADER = struct.Struct(">qiibIhiqqqhii")
 SCAN_CHUNK_BYTES = 1 << 20
 LOOKUP_FIRST_CHUNK_BYTES = 1024  # header walks read little at first and grow while they go on
 LOOKUP_MAX_CHUNK_BYTES = 64 * 1024
 INT32_MAX = (1 << 31) - 1
+
+
+class BatchHeader(NamedTuple):
+    """The header fields of one stored batch (read without its records)."""
+
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
 
 
 class Segment:
@@ -233,6 +247,28 @@ class Segment:
                 last_offset = base_offset + _INT32.unpack_from(buffer, cursor + _LAST_OFFSET_DELTA_AT)[0]
                 max_timestamp = _INT64.unpack_from(buffer, cursor + _MAX_TIMESTAMP_AT)[0]
                 yield position + cursor, base_offset, last_offset, max_timestamp
+                cursor += LOG_OVERHEAD + batch_length
+            if cursor == 0:
+                raise TruncatedBatchError("batch header cut short", position)
+            position += cursor
+
+    def batch_headers(self) -> Iterator[BatchHeader]:
+        """Every batch's header, reading headers only (cheap even for large segments)."""
+        end = self.size
+        position = 0
+        fd = self._fd
+        while position < end:
+            buffer = os.pread(fd, min(LOOKUP_MAX_CHUNK_BYTES, end - position), position)
+            cursor = 0
+            while len(buffer) - cursor >= HEADER_SIZE:
+                (base_offset, batch_length, leader_epoch, _magic, _crc, _attributes, last_delta, _base_timestamp,
+                 max_timestamp, producer_id, producer_epoch, base_sequence, _count) = _FULL_HEADER.unpack_from(
+                    buffer, cursor)
+                if batch_length < MIN_BATCH_LENGTH:
+                    raise CorruptRecordError(f"batch length {batch_length} is out of range", position + cursor)
+                last_sequence = -1 if base_sequence < 0 else (base_sequence + last_delta) & 0x7FFFFFFF
+                yield BatchHeader(base_offset, base_offset + last_delta, leader_epoch, max_timestamp, producer_id,
+                                  producer_epoch, base_sequence, last_sequence)
                 cursor += LOG_OVERHEAD + batch_length
             if cursor == 0:
                 raise TruncatedBatchError("batch header cut short", position)

@@ -40,7 +40,8 @@ def test_epoch_cache_answers_end_offsets_like_kafka(tmp_path: Path) -> None:
     assert cache.end_offset_for(5, 420) == (5, 420)
     assert cache.end_offset_for(2, 420) == (2, 300)
     assert cache.end_offset_for(3, 420) == (2, 300)  # largest known epoch <= 3 is 2
-    assert cache.end_offset_for(0, 420) == (-1, -1)
+    assert cache.end_offset_for(0, 420) == (0, 0)  # below every epoch: where the first starts
+    assert cache.end_offset_for(6, 420) == (-1, -1)  # newer than the leader knows: undefined
     assert cache.epoch_for_offset(299) == 2
     reloaded = LeaderEpochCache(tmp_path / files.LEADER_EPOCH_CHECKPOINT)
     assert reloaded.entries == cache.entries

@@ -25,6 +25,7 @@ from aiohttp import web
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, error_entry, parse_new_topic, validate_topic_name
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.http import build_app, render_payload
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.replica import ReplicaManager
@@ -77,6 +78,8 @@ class Broker:
         self._stopping = False
         self._stopped = asyncio.Event()
         self._route_providers: list[Callable[[], list[web.RouteDef]]] = []
+        self.group_coordinator = GroupCoordinator(self)
+        self.add_route_provider(self.group_coordinator.routes)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -90,6 +93,7 @@ class Broker:
         await self.metadata.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
+        self.group_coordinator.start()
         host, port = config.listener_address()
         self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -121,6 +125,7 @@ class Broker:
             job.cancel()
         await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.controller.stop()
+        await self.group_coordinator.stop()
         await self.replica_manager.stop()
         if self._runner is not None:
             await self._runner.cleanup()

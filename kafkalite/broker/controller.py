@@ -218,6 +218,7 @@ class Controller:
             log.info("controller: state write for %s-%d at version %d lost a race (%s); retrying",
                      info.topic, info.partition, info.state_version, exc)
             if await self._still_controller():
+                await self.metadata.reload_partition_state(info.topic, info.partition)
                 self._retry_soon()
             return False
         info.state = state

@@ -310,6 +310,21 @@ class MetadataCache:
         self.topics_being_deleted = set(children)
         self._signal()
 
+    async def reload_partition_state(self, topic: str, partition: int) -> None:
+        """Re-read one state znode (after a conditional write found the cached version stale)."""
+        path = znodes.partition_state_path(topic, partition)
+        try:
+            data, stat = await self.zookeeper.get(path)
+        except ZNodeMissingError:
+            data, stat = None, None
+        entry = self.partition(topic, partition)
+        if entry is None:
+            return
+        if stat is not None and stat.version != entry.state_version:
+            log.warning("%s-%d: cached state version %d was stale (ZooKeeper has %d)", topic, partition,
+                        entry.state_version, stat.version)
+        self._state_callback(topic, partition)(data, stat)
+
     # -- configs ------------------------------------------------------------------------------
     async def refresh_topic_configs(self, topic: str) -> None:
         """Re-read a topic's config overrides from ZooKeeper."""

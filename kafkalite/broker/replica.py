@@ -119,6 +119,15 @@ class ReplicaManager:
 
     # -- metadata listener --------------------------------------------------------------------
     def on_partition_changed(self, info: PartitionInfo) -> None:
+        partition = self.partitions.get((info.topic, info.partition))
+        state = info.state
+        if (partition is not None and state is not None and partition.role is Role.LEADER
+                and state.leader == self.broker_id and state.leader_epoch == partition.leader_epoch
+                and self.broker_id in info.replicas):
+            # An ISR change of a partition we already lead: apply it at once, so the cache and
+            # the partition never disagree about the ISR.
+            partition.update_isr(state.isr, info.state_version)
+            return
         asyncio.get_running_loop().create_task(self._apply(info))
 
     def on_topic_removed(self, topic: str, partitions: list[int]) -> None:

@@ -1,0 +1,131 @@
+"""Replication against real brokers: acks and min.insync.replicas, the high watermark, a
+divergent old leader truncating exactly its unreplicated suffix, and a frozen broker losing
+leadership and rejoining with a consistent log."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+from kafkalite import protocol
+from kafkalite.record.batch import decode_all, iter_batches
+from tests.integration.test_cluster import fetch, produce
+from tests.support.cluster import BrokerCluster, http
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(tmp_path, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
+    brokers = BrokerCluster(tmp_path, f"{zookeeper.connect_string}/repl-{uuid.uuid4().hex[:8]}", size=3,
+                            extra_properties={"unclean.leader.election.enable": "false"}).start()
+    try:
+        yield brokers
+    finally:
+        brokers.stop()
+
+
+def replica_fetch(cluster: BrokerCluster, topic: str, broker_id: int, leader: int) -> bytes:
+    """Everything a follower would read from the leader (up to the log end), from offset 0."""
+    request = protocol.FetchRequest([protocol.FetchPartition(topic, 0, 0, 1 << 20)], replica_id=broker_id + 1000,
+                                    max_wait_ms=0)
+    answer = http(cluster.brokers[leader].address, "POST", protocol.FETCH, raw=protocol.encode_fetch_request(request),
+                  content_type=protocol.BINARY_CONTENT_TYPE)
+    return bytes(protocol.decode_fetch_response(answer)[0].records)
+
+
+def test_acks_all_waits_for_isr_and_min_insync_is_enforced(cluster: BrokerCluster) -> None:
+    cluster.create_topic("durable", partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+    leader = cluster.wait_in_sync("durable")[0]["leader"]
+    result = produce(cluster, "durable", 0, [b"one"], acks=-1)
+    assert result.error_code == 0
+    # acks=all returned only once every ISR member had it: the high watermark covers it at once.
+    assert fetch(cluster, "durable", 0, 0, leader).high_watermark == 1
+    followers = [broker_id for broker_id in cluster.brokers if broker_id != leader]
+    for broker_id in followers:
+        cluster.brokers[broker_id].kill()
+    cluster.wait_for(lambda: cluster.partitions("durable", leader)[0]["isr"] == [leader], 30, "ISR shrunk to leader")
+    refused = produce(cluster, "durable", 0, [b"two"], acks=-1, leader=leader)
+    assert protocol.error_for(refused.error_code).message == "NOT_ENOUGH_REPLICAS"
+    accepted = produce(cluster, "durable", 0, [b"three"], acks=1, leader=leader)
+    assert accepted.error_code == 0 and accepted.base_offset == 1
+    values = [record.value for record in decode_all(bytes(fetch(cluster, "durable", 0, 0, leader).records))]
+    assert values == [b"one", b"three"]  # NOT_ENOUGH_REPLICAS appended nothing
+    for broker_id in followers:
+        cluster.brokers[broker_id].start()
+    cluster.wait_in_sync("durable", timeout=40)
+    assert produce(cluster, "durable", 0, [b"four"], acks=-1).error_code == 0
+
+
+def test_divergent_old_leader_truncates_exactly_its_unreplicated_suffix(cluster: BrokerCluster) -> None:
+    cluster.create_topic("diverge", partitions=1, replication_factor=3)
+    old_leader = cluster.wait_in_sync("diverge")[0]["leader"]
+    for index in range(3):
+        assert produce(cluster, "diverge", 0, [b"committed-%d" % index], acks=-1).error_code == 0
+    followers = [broker_id for broker_id in cluster.brokers if broker_id != old_leader]
+    for broker_id in followers:
+        cluster.brokers[broker_id].freeze()
+    try:
+        # The first record may still reach a follower: a fetch parked at the leader before the
+        # freeze is answered with it. The next two cannot: no follower fetches any more.
+        for index in range(3):
+            result = produce(cluster, "diverge", 0, [b"acks1-%d" % index], acks=1, leader=old_leader)
+            assert result.error_code == 0 and result.base_offset == 3 + index
+        cluster.brokers[old_leader].kill()
+    finally:
+        for broker_id in followers:
+            cluster.brokers[broker_id].thaw()
+    new_leader = cluster.wait_for(
+        lambda: (lambda item: item["leader"] if item["leader"] in followers else None)(
+            cluster.partitions("diverge", followers[0])[0]), 30, "a new leader")
+    surviving = decode_all(replica_fetch(cluster, "diverge", old_leader, new_leader))
+    kept = [record.value for record in surviving]
+    assert kept[:3] == [b"committed-0", b"committed-1", b"committed-2"] and len(kept) in (3, 4)
+    divergence_point = len(kept)
+    for index in range(3):
+        result = produce(cluster, "diverge", 0, [b"new-%d" % index], acks=-1, leader=new_leader)
+        assert result.error_code == 0 and result.base_offset == divergence_point + index
+    cluster.brokers[old_leader].start()
+    cluster.brokers[old_leader].wait_ready()
+    cluster.wait_in_sync("diverge", timeout=40)
+    expected = kept + [b"new-0", b"new-1", b"new-2"]
+    leader_view = replica_fetch(cluster, "diverge", old_leader, new_leader)
+    assert [record.value for record in decode_all(leader_view)] == expected
+    old_log_dir = cluster.brokers[old_leader].directory / "data" / "diverge-0"
+    on_disk = b"".join(path.read_bytes() for path in sorted(old_log_dir.glob("*.log")))
+    assert [record.value for record in decode_all(on_disk)] == expected
+    assert b"acks1-1" not in on_disk and b"acks1-2" not in on_disk  # the divergent suffix is gone
+    assert on_disk == leader_view  # byte for byte the leader's log, epochs included
+    epochs = [batch.partition_leader_epoch for batch in iter_batches(on_disk)]
+    assert epochs == sorted(epochs) and epochs[-1] > epochs[0]
+
+
+def test_frozen_broker_loses_leadership_and_rejoins_consistently(cluster: BrokerCluster) -> None:
+    cluster.create_topic("frozen", partitions=3, replication_factor=3)
+    partitions = cluster.wait_in_sync("frozen")
+    victim = partitions[0]["leader"]
+    for item in partitions:
+        assert produce(cluster, "frozen", item["partition"], [b"before"]).error_code == 0
+    cluster.brokers[victim].freeze()
+    frozen_at = time.monotonic()
+    others = [broker_id for broker_id in cluster.brokers if broker_id != victim]
+    try:
+        cluster.wait_for(lambda: all(item["leader"] != victim for item in cluster.partitions("frozen", others[0])),
+                         30, "leadership away from the frozen broker")
+        unavailable = time.monotonic() - frozen_at
+        assert unavailable <= cluster.session_timeout_ms / 1000 + 4
+        for item in cluster.partitions("frozen", others[0]):
+            assert produce(cluster, "frozen", item["partition"], [b"during"], leader=item["leader"]).error_code == 0
+    finally:
+        cluster.brokers[victim].thaw()
+    # Its session expired: it registers again, catches up and rejoins every ISR.
+    cluster.wait_in_sync("frozen", timeout=40)
+    assert victim in {broker["id"] for broker in cluster.describe()["brokers"]}
+    for item in cluster.partitions("frozen"):
+        values = [record.value for record in decode_all(bytes(fetch(cluster, "frozen", item["partition"], 0,
+                                                                        item["leader"]).records))]
+        assert values == [b"before", b"during"]
+        assert produce(cluster, "frozen", item["partition"], [b"after"]).error_code == 0

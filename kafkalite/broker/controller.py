@@ -37,7 +37,7 @@ from kafkalite.broker import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import Watch, ZooKeeperClient
+from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient
 from kafkalite.errors import (
     KafkaliteError,
     NotControllerError,
@@ -213,7 +213,7 @@ class Controller:
         else:
             transaction.set_data(path, state.to_bytes(), info.state_version)
         try:
-            await transaction.commit()
+            results = await transaction.commit()
         except (ZNodeVersionConflictError, ZNodeExistsError, ZNodeMissingError) as exc:
             log.info("controller: state write for %s-%d at version %d lost a race (%s); retrying",
                      info.topic, info.partition, info.state_version, exc)
@@ -221,8 +221,12 @@ class Controller:
                 await self.metadata.reload_partition_state(info.topic, info.partition)
                 self._retry_soon()
             return False
-        info.state = state
-        info.state_version = info.state_version + 1 if info.state_version >= 0 else 0
+        written = results[-1]
+        new_version = written.version if isinstance(written, ZNodeStat) else 0
+        if new_version > info.state_version or info.state is None:
+            # The watch may already have delivered this (or a later) version: never go back.
+            info.state = state
+            info.state_version = new_version
         return True
 
     def _retry_soon(self) -> None:

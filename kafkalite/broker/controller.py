@@ -75,6 +75,7 @@ class Controller:
         self._deletions: list[str] = []
         self._preferred_requests: list[tuple[str, int]] = []
         self._stopped = False
+        self.enabled = False  # set once this broker is registered: no controller before that
         self._election_lock = asyncio.Lock()
         metadata.add_listener(self)
 
@@ -100,7 +101,7 @@ class Controller:
         self._wake.set()
 
     def on_controller_changed(self, controller_id: int) -> None:
-        if self._stopped:
+        if self._stopped or not self.enabled:
             return
         if controller_id == -1:
             asyncio.get_running_loop().create_task(self.try_elect())
@@ -114,7 +115,7 @@ class Controller:
     # -- election -----------------------------------------------------------------------------
     async def try_elect(self) -> bool:
         async with self._election_lock:
-            if self._stopped or self.active:
+            if self._stopped or self.active or not self.enabled:
                 return self.active
             try:
                 data, stat = await self.zookeeper.get(znodes.CONTROLLER_EPOCH_PATH)
@@ -177,14 +178,10 @@ class Controller:
     async def stop(self) -> None:
         self._stopped = True
         tasks = [task for task in (self._task, self._rebalance_task) if task is not None]
-        was_active = self.active
         self._resign()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if was_active:
-            try:
-                await self.zookeeper.delete(znodes.CONTROLLER_PATH)
-            except KafkaliteError:
-                pass
+        # /controller is ephemeral: closing the session removes it at once, without a request
+        # that could hang while ZooKeeper is unreachable.
 
     # -- fenced writes ------------------------------------------------------------------------
     def _fenced(self):  # type: ignore[no-untyped-def]

@@ -78,6 +78,9 @@ class ReplicaManager:
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_writes: set[tuple[str, int]] = set()
         self.shutting_down = False
+        # Set while this broker cannot be sure its view of leadership is current (its ZooKeeper
+        # session is suspended or lost, or the process was stalled): it then serves no partition.
+        self.fenced_reason: str | None = None
         self.leadership_listeners: list[Callable[[Partition], None]] = []
         metadata.add_listener(self)
 
@@ -233,6 +236,8 @@ class ReplicaManager:
 
     # -- produce ------------------------------------------------------------------------------
     def _partition_for(self, topic: str, number: int) -> Partition:
+        if self.fenced_reason is not None:
+            raise NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {self.fenced_reason}")
         partition = self.partitions.get((topic, number))
         if partition is None:
             info = self.metadata.partition(topic, number)

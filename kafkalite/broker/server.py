@@ -78,6 +78,7 @@ class Broker:
         self._stopping = False
         self._stopped = asyncio.Event()
         self._route_providers: list[Callable[[], list[web.RouteDef]]] = []
+        self._verifier: asyncio.Task[None] | None = None
         self.group_coordinator = GroupCoordinator(self)
         self.add_route_provider(self.group_coordinator.routes)
 
@@ -103,7 +104,9 @@ class Broker:
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         await self._register()
+        await asyncio.to_thread(self._write_meta_properties, cluster_id)
         self.zookeeper.add_session_listener(self._on_session_state)
+        self.controller.enabled = True
         await self.controller.try_elect()
         self._start_jobs()
         advertised = config.advertised_address()
@@ -121,9 +124,9 @@ class Broker:
                 await self._controlled_shutdown()
             except KafkaliteError as exc:
                 log.warning("controlled shutdown incomplete: %s", exc)
-        for job in self._jobs:
+        for job in self._jobs + ([self._verifier] if self._verifier else []):
             job.cancel()
-        await asyncio.gather(*self._jobs, return_exceptions=True)
+        await asyncio.gather(*self._jobs, *([self._verifier] if self._verifier else []), return_exceptions=True)
         await self.controller.stop()
         await self.group_coordinator.stop()
         await self.replica_manager.stop()
@@ -180,7 +183,11 @@ class Broker:
                 if properties.get("cluster.id") not in (None, cluster_id):
                     raise ConfigError(f"{path} belongs to cluster {properties['cluster.id']}, but ZooKeeper at "
                                       f"{self.config.zookeeper_connect} holds cluster {cluster_id}")
-            else:
+
+    def _write_meta_properties(self, cluster_id: str) -> None:
+        for directory in self.log_manager.log_dirs:
+            path = directory / files.META_PROPERTIES
+            if not path.exists():
                 path.write_text(f"version=0\nbroker.id={self.config.broker_id}\ncluster.id={cluster_id}\n")
 
     async def _register(self) -> None:
@@ -207,8 +214,11 @@ class Broker:
         log.info("registered broker %d at %s:%d (epoch %d)", config.broker_id, host, port, self.broker_epoch)
 
     async def _on_session_state(self, state: SessionState) -> None:
-        if state == SessionState.LOST:
+        if state == SessionState.SUSPENDED:
+            self._fence("the ZooKeeper connection is suspended")
+        elif state == SessionState.LOST:
             log.warning("ZooKeeper session expired: registration and controllership are gone")
+            self._fence("the ZooKeeper session expired")
             if self.controller.active:
                 self.controller._resign()
         elif state == SessionState.CONNECTED and not self._stopping:
@@ -217,6 +227,54 @@ class Broker:
                 await self.controller.try_elect()
             except KafkaliteError as exc:
                 log.error("re-registration after session loss failed: %s", exc)
+            self._schedule_verification()
+
+    # -- fencing ------------------------------------------------------------------------------
+    def _fence(self, reason: str) -> None:
+        """Stop serving partitions until the ZooKeeper view is confirmed current again."""
+        if self.replica_manager.fenced_reason is None:
+            log.warning("not serving partitions: %s", reason)
+        self.replica_manager.fenced_reason = reason
+        self._schedule_verification()
+
+    def _schedule_verification(self) -> None:
+        if self.replica_manager.fenced_reason is None or self._stopping:
+            return
+        if self._verifier is None or self._verifier.done():
+            self._verifier = asyncio.get_running_loop().create_task(self._verify_and_unfence())
+
+    async def _verify_and_unfence(self) -> None:
+        """Serve again once our registration belongs to our live session and every partition
+        state has been re-read from ZooKeeper."""
+        path = znodes.broker_path(self.config.broker_id)
+        while self.replica_manager.fenced_reason is not None and not self._stopping:
+            try:
+                if self.zookeeper.state == SessionState.CONNECTED:
+                    stat = await self.zookeeper.exists(path)
+                    if stat is not None and stat.ephemeral_owner == self.zookeeper.session_id:
+                        for topic, info in list(self.metadata.topics.items()):
+                            for number in list(info.partitions):
+                                await self.metadata.reload_partition_state(topic, number)
+                        await asyncio.sleep(0.05)  # let the partition role changes apply
+                        if self.zookeeper.state == SessionState.CONNECTED:
+                            log.info("ZooKeeper view confirmed: serving partitions again")
+                            self.replica_manager.fenced_reason = None
+                            return
+            except KafkaliteError as exc:
+                log.debug("session verification failed: %s", exc)
+            await asyncio.sleep(0.2)
+
+    async def _stall_watchdog(self) -> None:
+        """A stalled process (SIGSTOP, swapping) may have lost leadership meanwhile: fence."""
+        loop = asyncio.get_running_loop()
+        threshold = max(1.0, self.config.zookeeper_session_timeout_ms / 3000)
+        last = loop.time()
+        while True:
+            await asyncio.sleep(0.1)
+            now = loop.time()
+            if now - last > threshold:
+                self._fence(f"the process was stalled for {now - last:.1f} s")
+            last = now
 
     async def _topics_in_zookeeper(self) -> dict[str, str]:
         topics: dict[str, str] = {}
@@ -243,6 +301,7 @@ class Broker:
         ]
         if config.log_cleaner_enable:
             schedule.append(("cleaner", config.log_cleaner_backoff_ms, manager.run_cleaner))
+        self._jobs.append(asyncio.create_task(self._stall_watchdog(), name="stall-watchdog"))
         for name, interval_ms, job in schedule:
             self._jobs.append(asyncio.create_task(self._periodic(name, interval_ms / 1000, job), name=name))
 

@@ -121,10 +121,13 @@ def test_frozen_broker_loses_leadership_and_rejoins_consistently(cluster: Broker
             assert produce(cluster, "frozen", item["partition"], [b"during"], leader=item["leader"]).error_code == 0
     finally:
         cluster.brokers[victim].thaw()
-    # Its session expired: it registers again, catches up and rejoins every ISR.
-    cluster.wait_in_sync("frozen", timeout=40)
-    assert victim in {broker["id"] for broker in cluster.describe()["brokers"]}
-    for item in cluster.partitions("frozen"):
+    # Its session expired: it registers again, catches up and rejoins every ISR. Until it has
+    # re-read ZooKeeper it serves nothing (no stale reads from a deposed leader).
+    stale = fetch(cluster, "frozen", 0, 0, victim, retry_not_leader=False)
+    assert stale.error_code == 6 or [record.value for record in decode_all(bytes(stale.records))] == [b"before", b"during"]
+    cluster.wait_in_sync("frozen", timeout=40, broker_id=others[0])
+    assert victim in {broker["id"] for broker in cluster.describe(others[0])["brokers"]}
+    for item in cluster.partitions("frozen", others[0]):
         values = [record.value for record in decode_all(bytes(fetch(cluster, "frozen", item["partition"], 0,
                                                                         item["leader"]).records))]
         assert values == [b"before", b"during"]

@@ -259,9 +259,9 @@ class BrokerCluster:
         tails = "\n".join(f"--- broker {broker.broker_id}\n{broker.log_tail(15)}" for broker in self.brokers.values())
         raise TimeoutError(f"timed out waiting for {what} (last error: {last_error})\n{tails}")
 
-    def wait_in_sync(self, topic: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    def wait_in_sync(self, topic: str, timeout: float = 30.0, broker_id: int | None = None) -> list[dict[str, Any]]:
         def in_sync() -> list[dict[str, Any]] | None:
-            partitions = self.partitions(topic)
+            partitions = self.partitions(topic, broker_id)
             if partitions and all(item["leader"] >= 0 and sorted(item["isr"]) == sorted(item["replicas"])
                                   for item in partitions):
                 return partitions

@@ -63,6 +63,8 @@ def test_duplicates_gaps_epochs_and_failover(cluster: BrokerCluster) -> None:
     assert (again.error_code, again.base_offset) == (0, 2)  # still recognised as a duplicate
     stale = send(cluster, new_leader, "idem", producer_id, 0, 5, [b"q"])
     assert protocol.error_for(stale.error_code).message == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    # A new leader's high watermark catches up with the next follower fetch.
+    cluster.wait_for(lambda: fetch(cluster, "idem", 0, 0, new_leader).high_watermark == 4, 10, "high watermark")
     values = [record.value for record in decode_all(bytes(fetch(cluster, "idem", 0, 0, new_leader).records))]
     assert values == [b"a", b"b", b"c", b"x"]
     cluster.brokers[leader].start()

@@ -1,3 +1,29 @@
-"""kafkalite: a Kafka-style distributed commit log."""
+"""kafkalite: a Kafka-style distributed commit log.
+
+The Python clients are importable from here with kafka-python's names, so that
+``from kafka import KafkaProducer`` becomes ``from kafkalite import KafkaProducer``.
+They are loaded on first use, so that importing the package (as the broker does) stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_CLIENT_NAMES = frozenset({
+    "AIOKafkaAdminClient", "AIOKafkaConsumer", "AIOKafkaProducer", "BatchMetadata", "ConfigResource",
+    "ConfigResourceType", "ConsumerRecord", "KafkaAdminClient", "KafkaConsumer", "KafkaProducer", "NewPartitions",
+    "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata", "TopicPartition",
+})
+
+__all__ = sorted(_CLIENT_NAMES | {"errors", "__version__"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        return getattr(importlib.import_module("kafkalite.client"), name)
+    if name == "errors":
+        return importlib.import_module("kafkalite.errors")
+    raise AttributeError(f"module 'kafkalite' has no attribute {name!r}")

@@ -565,3 +565,32 @@ def for_name(name: str) -> type[BrokerResponseError]:
 def all_codes() -> dict[int, type[BrokerResponseError]]:
     """A copy of the code → class registry."""
     return dict(_REGISTRY)
+
+
+# --- client-side errors ---
+# Raised by the Python clients (kafkalite.client), never sent over the wire. The aliases give
+# kafka-python's and the Java client's names for errors that already exist above.
+
+
+class NoBrokersAvailable(KafkaConnectionError):
+    """None of the bootstrap or known brokers answered a metadata request."""
+
+
+class GroupCoordinatorUnsupportedError(IllegalStateError):
+    """The call needs a consumer-group coordinator (commit, committed offsets), which the
+    standalone consumer does not talk to yet."""
+
+
+class CommitFailedError(KafkaliteError):
+    """An offset commit could not be completed."""
+
+
+class UnrecognizedClientOptionError(ConfigError):
+    """A client was given an option name it does not know."""
+
+
+KafkaError = KafkaliteError
+KafkaConfigurationError = ConfigError
+RecordTooLargeError = MessageSizeTooLargeError
+IllegalArgumentError = ConfigError
+NodeNotReadyError = KafkaConnectionError

@@ -447,6 +447,9 @@ class Broker:
                         broker_id = int(name) if name else self.config.broker_id
                     except ValueError:
                         raise InvalidRequestError(f"broker resource names are broker ids, got {name!r}") from None
+                    if broker_id != self.config.broker_id:
+                        raise InvalidRequestError(f"broker {self.config.broker_id} describes only its own configs; "
+                                                  f"ask broker {broker_id}")
                     entries = await self.admin.describe_broker_configs(broker_id)
                 else:
                     raise InvalidRequestError(f"resource type must be topic or broker, got {resource_type!r}")

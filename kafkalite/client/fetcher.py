@@ -1,0 +1,702 @@
+"""The consumer's fetcher: per-partition fetch state, background prefetch, record decoding.
+
+:class:`PartitionState` holds what the consumer knows of one assigned partition: the position
+(next offset to hand to the application; None until reset), paused flag, the last high
+watermark / log start offset seen, and up to :data:`MAX_BUFFERED_FETCHES` completed fetches not
+yet handed out. :class:`Fetcher` runs one background task that keeps *one fetch per leader* in
+flight for every fetchable partition (assigned, not paused, position known, buffer not full),
+continuing from where the buffered data ends, so the next records are on their way while the
+application processes the current ones. Fetches travel on a pipelined "fetch" connection per
+leader (:mod:`kafkalite.transport`).
+
+Answers: whole v2 batches, possibly starting before the requested offset (records below it are
+skipped) and never past the high watermark (records at or above it are skipped too, should a
+broker send them). NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+epoch errors and connection failures refresh metadata and retry after ``retry_backoff_ms``;
+OFFSET_OUT_OF_RANGE applies the reset policy (or is raised from the next poll with policy
+``none``); batches fail their CRC check (``check_crcs``) with CorruptRecordError. A seek bumps
+the partition's generation, so answers to fetches sent before it are dropped.
+
+Decoding (:func:`decode_records`, :func:`decode_values`) is written for speed: each batch is
+decoded once, straight into :class:`~kafkalite.client.types.ConsumerRecord` tuples (or into a
+plain list of values for the bulk path), with single-byte varints taking the short branch.
+
+:func:`list_offsets` answers ListOffsets for many partitions, grouped by leader, retrying while
+leaders move; the consumer and the admin client share it.
+
+Concurrency: event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Callable, Iterable
+
+from kafkalite import protocol
+from kafkalite.client.metadata import MetadataManager
+from kafkalite.client.types import ConsumerRecord, TopicPartition
+from kafkalite.errors import (
+    BrokerResponseError,
+    CorruptRecordError,
+    KafkaConnectionError,
+    KafkaliteError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+)
+from kafkalite.record.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, RecordBatch, decode_varint
+from kafkalite.record.codec import COMPRESSION_MASK, decompress
+from kafkalite.transport import AsyncTransport, check_answer
+
+log = logging.getLogger(__name__)
+
+FETCH_CHANNEL = "fetch"
+MAX_BUFFERED_FETCHES = 2
+Deserializer = Callable[[bytes], Any] | None
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def _payload(batch: RecordBatch) -> bytes:
+    start = batch.position + HEADER_SIZE
+    raw = memoryview(batch.buffer)[start:batch.end_position]
+    codec = batch.attributes & COMPRESSION_MASK
+    if codec:
+        return decompress(codec, raw)
+    return raw.tobytes()
+
+
+def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
+                   key_deserializer: Deserializer = None, value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
+    """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords."""
+    data = _payload(batch)
+    count = batch.record_count
+    base_offset = batch.base_offset
+    base_timestamp = batch.base_timestamp
+    timestamp_type = 1 if batch.attributes & ATTR_TIMESTAMP_TYPE else 0
+    log_append = timestamp_type == 1
+    leader_epoch = batch.partition_leader_epoch
+    end = len(data)
+    position = 0
+    records: list[ConsumerRecord] = []
+    append = records.append
+    new = tuple.__new__
+    cls = ConsumerRecord
+    try:
+        for _ in range(count):
+            byte = data[position]
+            if byte < 0x80:
+                length = byte >> 1
+                position += 1
+            elif data[position + 1] < 0x80:
+                length = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
+                position += 2
+            else:
+                length, position = decode_varint(data, position, 5)
+            record_end = position + length
+            if length < 6 or record_end > end:
+                raise CorruptRecordError(f"record length {length} does not fit the batch", batch.position)
+            position += 1
+            byte = data[position]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                timestamp_delta, position = decode_varint(data, position, 10)
+            byte = data[position]
+            if byte < 0x80:
+                offset = base_offset + (byte >> 1)
+                position += 1
+            else:
+                delta, position = decode_varint(data, position, 5)
+                offset = base_offset + delta
+            if offset < min_offset or offset >= max_offset:
+                position = record_end
+                continue
+            byte = data[position]
+            if byte == 1:
+                key = None
+                key_size = -1
+                position += 1
+            else:
+                if byte < 0x80:
+                    key_size = byte >> 1
+                    position += 1
+                else:
+                    key_size, position = decode_varint(data, position, 5)
+                key = data[position:position + key_size]
+                position += key_size
+            byte = data[position]
+            if byte == 1:
+                value = None
+                value_size = -1
+                position += 1
+            else:
+                if byte < 0x80:
+                    value_size = byte >> 1
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    value_size = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
+                    position += 2
+                else:
+                    value_size, position = decode_varint(data, position, 5)
+                value = data[position:position + value_size]
+                position += value_size
+            if position > record_end:
+                raise CorruptRecordError("a record's fields overrun its length", batch.position)
+            if data[position] == 0:
+                headers: list[tuple[str, bytes | None]] = []
+                header_size = -1
+                position += 1
+            else:
+                header_count, position = decode_varint(data, position, 5)
+                headers, header_size, position = _decode_headers(data, position, header_count, record_end)
+            if position != record_end:
+                raise CorruptRecordError("a record's fields do not match its length", batch.position)
+            if key_deserializer is not None and key is not None:
+                key = key_deserializer(key)
+            if value_deserializer is not None and value is not None:
+                value = value_deserializer(value)
+            append(new(cls, (topic, partition, leader_epoch, offset,
+                             batch.max_timestamp if log_append else base_timestamp + timestamp_delta,
+                             timestamp_type, key, value, headers, None, key_size, value_size, header_size)))
+    except IndexError:
+        raise CorruptRecordError("a record runs past the end of its batch", batch.position) from None
+    return records
+
+
+def _decode_headers(data: bytes, position: int, count: int,
+                    record_end: int) -> tuple[list[tuple[str, bytes | None]], int, int]:
+    if count < 0 or count > record_end - position:
+        raise CorruptRecordError(f"header count {count} is impossible")
+    headers: list[tuple[str, bytes | None]] = []
+    total = 0
+    for _ in range(count):
+        key_length, position = decode_varint(data, position, 5)
+        if key_length < 0 or position + key_length > record_end:
+            raise CorruptRecordError("a header key overruns its record")
+        try:
+            name = data[position:position + key_length].decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("a header key is not UTF-8") from None
+        position += key_length
+        value_length, position = decode_varint(data, position, 5)
+        total += key_length
+        if value_length < 0:
+            headers.append((name, None))
+        else:
+            if position + value_length > record_end:
+                raise CorruptRecordError("a header value overruns its record")
+            headers.append((name, data[position:position + value_length]))
+            position += value_length
+            total += value_length
+    return headers, total, position
+
+
+def decode_values(batch: RecordBatch) -> list[bytes | None]:
+    """Every record's value, in order (the bulk path: no offsets, keys or headers kept)."""
+    data = _payload(batch)
+    values: list[bytes | None] = []
+    append = values.append
+    position = 0
+    try:
+        for _ in range(batch.record_count):
+            byte = data[position]
+            if byte < 0x80:
+                record_end = position + 1 + (byte >> 1)
+                position += 2  # length + attributes
+            elif data[position + 1] < 0x80:
+                record_end = position + 2 + (((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
+                position += 3
+            else:
+                length, position = decode_varint(data, position, 5)
+                record_end = position + length
+                position += 1
+            while data[position] & 0x80:  # timestamp delta
+                position += 1
+            position += 1
+            while data[position] & 0x80:  # offset delta
+                position += 1
+            position += 1
+            byte = data[position]
+            if byte == 1:
+                position += 1
+            elif byte < 0x80:
+                position += 1 + (byte >> 1)
+            else:
+                key_size, position = decode_varint(data, position, 5)
+                position += key_size
+            byte = data[position]
+            if byte == 1:
+                append(None)
+            else:
+                if byte < 0x80:
+                    size = byte >> 1
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    size = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
+                    position += 2
+                else:
+                    size, position = decode_varint(data, position, 5)
+                append(data[position:position + size])
+            position = record_end
+    except IndexError:
+        raise CorruptRecordError("a record runs past the end of its batch", batch.position) from None
+    if position != len(data):
+        raise CorruptRecordError(f"{len(data) - position} stray bytes after the last record", batch.position)
+    return values
+
+
+class FetchedBatch:
+    """One record batch handed out by the bulk path (``poll_batches``), decoded lazily.
+
+    ``values()`` is the fast values-only decode; ``records()`` gives ConsumerRecords. Only
+    records in ``[first_offset, next_offset)`` are included (a fetched batch may start before the
+    consumer's position).
+    """
+
+    __slots__ = ("topic", "partition", "batch", "first_offset", "next_offset", "_key_deserializer",
+                 "_value_deserializer")
+
+    def __init__(self, topic: str, partition: int, batch: RecordBatch, first_offset: int, next_offset: int,
+                 key_deserializer: Deserializer, value_deserializer: Deserializer) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.batch = batch
+        self.first_offset = first_offset
+        self.next_offset = next_offset
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __len__(self) -> int:
+        batch = self.batch
+        if self.first_offset <= batch.base_offset and self.next_offset >= batch.next_offset:
+            return batch.record_count
+        return len(self.records())
+
+    def values(self) -> list[Any]:
+        batch = self.batch
+        whole = self.first_offset <= batch.base_offset and self.next_offset >= batch.next_offset \
+            and batch.record_count == batch.last_offset_delta + 1
+        if whole:
+            values = decode_values(batch)
+            if self._value_deserializer is not None:
+                deserialize = self._value_deserializer
+                return [None if value is None else deserialize(value) for value in values]
+            return values
+        return [record.value for record in self.records()]
+
+    def records(self) -> list[ConsumerRecord]:
+        return decode_records(self.batch, self.topic, self.partition, self.first_offset, self.next_offset,
+                              self._key_deserializer, self._value_deserializer)
+
+    def __repr__(self) -> str:
+        return f"FetchedBatch({self.topic}-{self.partition}, [{self.first_offset}, {self.next_offset}))"
+
+
+# --- fetch state ------------------------------------------------------------------------------
+
+
+class CompletedFetch:
+    """The batches of one fetch answer for one partition, consumed from the front."""
+
+    __slots__ = ("batches", "fetch_offset", "high_watermark", "next_offset", "generation", "decoded",
+                 "decoded_index", "batch_index")
+
+    def __init__(self, batches: list[RecordBatch], fetch_offset: int, high_watermark: int, generation: int) -> None:
+        self.batches = batches
+        self.fetch_offset = fetch_offset
+        self.high_watermark = high_watermark
+        self.generation = generation
+        last = batches[-1].next_offset if batches else fetch_offset
+        self.next_offset = max(fetch_offset, min(last, high_watermark) if high_watermark >= 0 else last)
+        self.decoded: list[ConsumerRecord] | None = None
+        self.decoded_index = 0
+        self.batch_index = 0
+
+
+class PartitionState:
+    """What the consumer knows about one assigned partition."""
+
+    __slots__ = ("tp", "position", "paused", "high_watermark", "log_start_offset", "last_stable_offset",
+                 "buffered", "generation", "fetching", "reset_strategy", "error", "retry_at", "leader_epoch")
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.position: int | None = None
+        self.paused = False
+        self.high_watermark = -1
+        self.log_start_offset = -1
+        self.last_stable_offset = -1
+        self.buffered: deque[CompletedFetch] = deque()
+        self.generation = 0
+        self.fetching = False
+        self.reset_strategy: str | None = None
+        self.error: BaseException | None = None
+        self.retry_at = 0.0
+        self.leader_epoch = -1
+
+    def seek(self, offset: int | None) -> None:
+        self.position = offset
+        self.generation += 1
+        self.buffered.clear()
+        self.error = None
+        self.reset_strategy = None
+
+    @property
+    def next_fetch_offset(self) -> int | None:
+        if self.buffered:
+            return self.buffered[-1].next_offset
+        return self.position
+
+
+class Fetcher:
+    """Background prefetch for a consumer's assigned partitions (see the module docstring)."""
+
+    def __init__(self, metadata: MetadataManager, transport: AsyncTransport, partitions: dict[TopicPartition, PartitionState],
+                 *, fetch_min_bytes: int, fetch_max_bytes: int, fetch_max_wait_ms: int, max_partition_fetch_bytes: int,
+                 isolation_level: int, request_timeout_ms: int, retry_backoff_ms: int, check_crcs: bool,
+                 auto_offset_reset: str) -> None:
+        self.metadata = metadata
+        self.transport = transport
+        self.partitions = partitions
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.isolation_level = isolation_level
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.check_crcs = check_crcs
+        self.auto_offset_reset = auto_offset_reset
+        self.data_ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._in_flight: set[int] = set()
+        self._node_retry_at: dict[int, float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._rotation = 0
+        self._running = True
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kafkalite-fetcher")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self._running = False
+        tasks = [task for task in [self._task, *self._tasks] if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while self._running:
+            delay = self._send_fetches()
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass
+
+    def _send_fetches(self) -> float:
+        view = self.metadata.view
+        now = time.monotonic()
+        delay = 1.0
+        by_node: dict[int, list[PartitionState]] = {}
+        states = list(self.partitions.values())
+        if states:
+            self._rotation = (self._rotation + 1) % len(states)
+            states = states[self._rotation:] + states[:self._rotation]
+        for state in states:
+            if state.paused or state.position is None or state.fetching or state.error is not None \
+                    or len(state.buffered) >= MAX_BUFFERED_FETCHES:
+                continue
+            if state.retry_at > now:
+                delay = min(delay, state.retry_at - now)
+                continue
+            leader = view.leader(state.tp)
+            if leader < 0 or view.address_of(leader) is None:
+                self.metadata.request_update()
+                delay = min(delay, self.retry_backoff)
+                continue
+            if leader in self._in_flight:
+                continue
+            retry_at = self._node_retry_at.get(leader, 0.0)
+            if retry_at > now:
+                delay = min(delay, retry_at - now)
+                continue
+            by_node.setdefault(leader, []).append(state)
+        for node, chosen in by_node.items():
+            address = view.address_of(node)
+            assert address is not None
+            self._in_flight.add(node)
+            for state in chosen:
+                state.fetching = True
+            task = asyncio.get_running_loop().create_task(self._fetch(node, address, chosen))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return delay
+
+    async def _fetch(self, node: int, address: str, states: list[PartitionState]) -> None:
+        requested = [(state, state.generation, state.next_fetch_offset) for state in states]
+        request = protocol.FetchRequest(
+            [protocol.FetchPartition(state.tp.topic, state.tp.partition, offset, self.max_partition_fetch_bytes)
+             for state, _, offset in requested if offset is not None],
+            max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+            isolation_level=self.isolation_level)
+        try:
+            try:
+                connection = await self.transport.connection(address, FETCH_CHANNEL)
+                status, body = await connection.submit(
+                    protocol.FETCH, [protocol.encode_fetch_request(request)],
+                    timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms)
+                results = protocol.decode_fetch_response(check_answer(status, body))
+            except KafkaliteError as exc:
+                log.debug("fetch from broker %d failed: %s", node, exc)
+                if exc.invalid_metadata or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
+                    self.metadata.request_update()
+                self._node_retry_at[node] = time.monotonic() + self.retry_backoff
+                return
+            by_tp = {(result.topic, result.partition): result for result in results}
+            got_data = False
+            for state, generation, offset in requested:
+                result = by_tp.get((state.tp.topic, state.tp.partition))
+                if result is None or offset is None or generation != state.generation \
+                        or self.partitions.get(state.tp) is not state:
+                    continue
+                got_data |= self._handle(state, result, offset)
+            if got_data:
+                self.data_ready.set()
+        finally:
+            self._in_flight.discard(node)
+            for state in states:
+                state.fetching = False
+            self._wake.set()
+
+    def _handle(self, state: PartitionState, result: protocol.FetchResult, offset: int) -> bool:
+        code = result.error_code
+        if code == 0:
+            state.high_watermark = result.high_watermark
+            state.last_stable_offset = result.last_stable_offset
+            state.log_start_offset = result.log_start_offset
+            if result.leader_epoch >= 0:
+                state.leader_epoch = result.leader_epoch
+            if not result.records:
+                return False
+            try:
+                batches = self._batches(result.records, offset, result.high_watermark)
+            except CorruptRecordError as exc:
+                state.error = exc
+                self.data_ready.set()
+                return False
+            if not batches:
+                return False
+            state.buffered.append(CompletedFetch(batches, offset, result.high_watermark, state.generation))
+            return True
+        error = protocol.error_for(code, result.error_message)
+        if isinstance(error, OffsetOutOfRangeError):
+            if state.buffered or state.position != offset:
+                return False
+            if self.auto_offset_reset in ("earliest", "latest"):
+                log.info("offset %d out of range for %s (log %d..%d): resetting to %s", offset, state.tp,
+                         result.log_start_offset, result.high_watermark, self.auto_offset_reset)
+                state.seek(None)
+                state.reset_strategy = self.auto_offset_reset
+            else:
+                state.error = OffsetOutOfRangeError(
+                    f"offset {offset} of {state.tp.topic}-{state.tp.partition} is out of range "
+                    f"(log start {result.log_start_offset}, high watermark {result.high_watermark}) "
+                    f"and auto_offset_reset is 'none'")
+            self.data_ready.set()
+            return False
+        if error.retriable or error.invalid_metadata:
+            self.metadata.request_update()
+            state.retry_at = time.monotonic() + self.retry_backoff
+            return False
+        state.error = error
+        self.data_ready.set()
+        return False
+
+    def _batches(self, records: Any, fetch_offset: int, high_watermark: int) -> list[RecordBatch]:
+        buffer = records if isinstance(records, bytes) else bytes(records)
+        batches: list[RecordBatch] = []
+        position = 0
+        limit = len(buffer)
+        check = self.check_crcs
+        while position < limit:
+            if limit - position < HEADER_SIZE:
+                break  # a partial batch at the end of a size-limited answer
+            try:
+                batch = RecordBatch(buffer, position)
+            except CorruptRecordError as exc:
+                if exc.__class__.__name__ == "TruncatedBatchError":
+                    break
+                raise
+            position = batch.end_position
+            if batch.next_offset <= fetch_offset:
+                continue
+            if 0 <= high_watermark <= batch.base_offset:
+                break
+            if check:
+                batch.validate()
+            if batch.attributes & ATTR_CONTROL:
+                continue
+            batches.append(batch)
+        return batches
+
+
+def take_records(state: PartitionState, max_records: int, key_deserializer: Deserializer,
+                 value_deserializer: Deserializer) -> list[ConsumerRecord]:
+    """Up to ``max_records`` buffered records from ``state.position`` on; advances the position."""
+    out: list[ConsumerRecord] = []
+    tp = state.tp
+    while state.buffered and len(out) < max_records:
+        fetch = state.buffered[0]
+        position = state.position if state.position is not None else fetch.fetch_offset
+        if fetch.decoded is not None and fetch.decoded_index < len(fetch.decoded):
+            decoded = fetch.decoded
+            start = fetch.decoded_index
+            wanted = max_records - len(out)
+            chunk = decoded[start:start + wanted]
+            fetch.decoded_index = start + len(chunk)
+            out.extend(chunk)
+            if chunk:
+                state.position = chunk[-1].offset + 1
+            continue
+        if fetch.batch_index >= len(fetch.batches):
+            state.buffered.popleft()
+            if state.position is not None and state.position < fetch.next_offset:
+                state.position = fetch.next_offset
+            continue
+        batch = fetch.batches[fetch.batch_index]
+        fetch.batch_index += 1
+        upper = fetch.high_watermark if fetch.high_watermark >= 0 else batch.next_offset
+        records = decode_records(batch, tp.topic, tp.partition, position, upper, key_deserializer,
+                                 value_deserializer)
+        wanted = max_records - len(out)
+        if len(records) <= wanted:
+            out.extend(records)
+            state.position = max(position, min(batch.next_offset, upper))
+        else:
+            out.extend(records[:wanted])
+            fetch.decoded = records
+            fetch.decoded_index = wanted
+            state.position = records[wanted - 1].offset + 1
+    return out
+
+
+def take_batches(state: PartitionState, key_deserializer: Deserializer,
+                 value_deserializer: Deserializer) -> list[FetchedBatch]:
+    """Every buffered batch from ``state.position`` on (the bulk path); advances the position."""
+    out: list[FetchedBatch] = []
+    tp = state.tp
+    while state.buffered:
+        fetch = state.buffered.popleft()
+        position = state.position if state.position is not None else fetch.fetch_offset
+        upper = fetch.high_watermark if fetch.high_watermark >= 0 else fetch.next_offset
+        if fetch.decoded is not None and fetch.decoded_index < len(fetch.decoded):
+            position = fetch.decoded[fetch.decoded_index].offset
+        for batch in fetch.batches[fetch.batch_index:]:
+            if batch.next_offset <= position:
+                continue
+            end = min(batch.next_offset, upper)
+            if end <= position:
+                continue
+            out.append(FetchedBatch(tp.topic, tp.partition, batch, position, end, key_deserializer,
+                                    value_deserializer))
+            position = end
+        state.position = max(position, fetch.next_offset)
+    return out
+
+
+# --- ListOffsets --------------------------------------------------------------------------------
+
+
+async def list_offsets(metadata: MetadataManager, transport: AsyncTransport, timestamps: dict[TopicPartition, int],
+                       *, isolation_level: int = 0, timeout_ms: float = 30_000,
+                       retry_backoff_ms: int = 100) -> dict[TopicPartition, tuple[int, int, int]]:
+    """(offset, timestamp, leader_epoch) per partition for a timestamp or EARLIEST/LATEST/MAX.
+
+    Asked of each leader; retries on leader moves until ``timeout_ms`` passes.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    remaining = dict(timestamps)
+    answers: dict[TopicPartition, tuple[int, int, int]] = {}
+    last_error: BaseException | None = None
+    metadata.add_topics({tp.topic for tp in remaining})
+    while remaining:
+        view = metadata.view
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp in remaining:
+            leader = view.leader(tp)
+            if leader < 0 or view.address_of(leader) is None:
+                known = view.partitions.get(tp.topic)
+                if known and tp.partition >= len(known):
+                    raise protocol.error_for(3, f"unknown partition {tp.topic}-{tp.partition}")
+                continue
+            by_node.setdefault(leader, []).append(tp)
+
+        async def ask(node: int, tps: list[TopicPartition]) -> None:
+            nonlocal last_error
+            address = view.address_of(node)
+            assert address is not None
+            body = {"isolation_level": isolation_level,
+                    "partitions": [{"topic": tp.topic, "partition": tp.partition, "timestamp": remaining[tp]}
+                                   for tp in tps]}
+            try:
+                answer = await transport.request_json(address, "POST", protocol.LIST_OFFSETS, body,
+                                                      timeout_ms=metadata.request_timeout_ms)
+            except KafkaliteError as exc:
+                last_error = exc
+                metadata.request_update()
+                return
+            for item in answer.get("partitions", []):
+                tp = TopicPartition(str(item["topic"]), int(item["partition"]))
+                if tp not in remaining:
+                    continue
+                code = int(item.get("error_code", 0))
+                if code == 0:
+                    answers[tp] = (int(item.get("offset", -1)), int(item.get("timestamp", -1)),
+                                   int(item.get("leader_epoch", -1)))
+                    remaining.pop(tp, None)
+                    continue
+                error = protocol.error_for(code, str(item.get("message", "")))
+                if not (error.retriable or error.invalid_metadata):
+                    raise error
+                last_error = error
+                metadata.request_update()
+
+        await asyncio.gather(*(ask(node, tps) for node, tps in by_node.items()))
+        if not remaining:
+            break
+        if time.monotonic() >= deadline:
+            raise KafkaTimeoutError(f"no offsets for {sorted(remaining)} within {timeout_ms:.0f} ms "
+                                    f"(last error: {last_error})")
+        try:
+            await metadata.refresh()
+        except KafkaliteError as exc:
+            last_error = exc
+        await asyncio.sleep(retry_backoff_ms / 1000)
+    return answers
+
+
+def pending_errors(states: Iterable[PartitionState]) -> BaseException | None:
+    for state in states:
+        if state.error is not None:
+            error = state.error
+            state.error = None
+            return error
+    return None
+
+
+__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "decode_records",
+           "decode_values", "list_offsets", "take_batches", "take_records"]

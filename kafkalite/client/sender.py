@@ -1,0 +1,241 @@
+"""The producer's sender: moves ready batches from the accumulator to partition leaders.
+
+One task per producer, on the producer's event loop. Each round it
+
+1. gets a producer id (``POST /v1/init_producer_id``) when idempotence is on and none is held;
+2. fails queued batches whose ``delivery_timeout_ms`` passed;
+3. asks the accumulator which leaders have ready batches, drains them into one produce request
+   per leader (``max_request_size``), encodes each batch once, and *submits* the request on the
+   leader's pipelined "produce" connection — at most ``max_in_flight_requests_per_connection``
+   requests per leader, written in order, answered in order;
+4. sleeps until woken (a new or full batch, a completion, a metadata change) or until the next
+   batch's linger or retry backoff ends.
+
+Answers are handled per partition: success (and DUPLICATE_SEQUENCE_NUMBER, which means the
+broker already has the batch) completes the batch; a retriable error — or a whole-request
+failure such as a lost connection — puts it back at its place in its partition's queue after
+``retry_backoff_ms`` while attempts remain and its delivery timeout has not passed, and asks
+for fresh metadata when the error says leaders moved; OUT_OF_ORDER_SEQUENCE_NUMBER is retriable
+while an earlier batch of the partition is being retried (it is only the consequence), and
+otherwise fails the batch and makes the producer take a new producer id so later batches start
+a clean sequence; any other error fails the batch.
+
+Concurrency: event-loop only (the accumulator it shares with ``send()`` is thread-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kafkalite import protocol
+from kafkalite.client.accumulator import ProducerBatch, RecordAccumulator
+from kafkalite.client.metadata import MetadataManager
+from kafkalite.errors import (
+    BrokerResponseError,
+    DuplicateSequenceNumberError,
+    KafkaConnectionError,
+    KafkaliteError,
+    OutOfOrderSequenceNumberError,
+    UnknownServerError,
+)
+from kafkalite.transport import AsyncTransport, check_answer
+
+if TYPE_CHECKING:
+    from kafkalite.client.producer import ProducerSettings
+
+log = logging.getLogger(__name__)
+
+PRODUCE_CHANNEL = "produce"
+
+
+class Sender:
+    """Drains the accumulator to the brokers (see the module docstring)."""
+
+    def __init__(self, settings: "ProducerSettings", accumulator: RecordAccumulator, metadata: MetadataManager,
+                 transport: AsyncTransport) -> None:
+        self.settings = settings
+        self.accumulator = accumulator
+        self.metadata = metadata
+        self.transport = transport
+        self._wake = asyncio.Event()
+        self._in_flight: dict[int, int] = {}
+        self._requests: set[asyncio.Task[None]] = set()
+        self._running = True
+        self._force = False
+        self._need_producer_id = settings.enable_idempotence
+        self._task: asyncio.Task[None] | None = None
+        self.idle = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kafkalite-sender")
+
+    def wake(self) -> None:
+        """Loop thread only: run a round now."""
+        self._wake.set()
+
+    async def stop(self, force: bool) -> None:
+        """Stop after sending everything (``force``: at once, failing what is left)."""
+        self._running = False
+        self._force = force
+        self.wake()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._requests:
+            await asyncio.gather(*self._requests, return_exceptions=True)
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        accumulator = self.accumulator
+        while True:
+            if not self._running and (self._force or (not accumulator.has_incomplete() and not self._requests)):
+                break
+            try:
+                delay = await self._round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the sender must survive its own bugs long enough to fail batches
+                log.exception("producer sender round failed")
+                delay = self.settings.retry_backoff_ms / 1000
+            if self._wake.is_set():
+                self._wake.clear()
+                continue
+            self.idle = True
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                self.idle = False
+            self._wake.clear()
+
+    async def _round(self) -> float:
+        accumulator = self.accumulator
+        now = time.monotonic()
+        accumulator.expire(now)
+        if self._need_producer_id:
+            if self._requests:
+                return 0.05  # a new producer id waits until the requests in flight have answered
+            if not await self._init_producer_id():
+                return self.settings.retry_backoff_ms / 1000
+        view = self.metadata.view
+        nodes, delay, unknown_leader = accumulator.ready(view.leaders, now)
+        if unknown_leader:
+            self.metadata.request_update()
+            delay = min(delay, self.settings.retry_backoff_ms / 1000)
+        limit = self.settings.max_in_flight_requests_per_connection
+        nodes = {node for node in nodes if self._in_flight.get(node, 0) < limit}
+        if not nodes:
+            return delay
+        drained = accumulator.drain(view.leaders, nodes, now)
+        for node, batches in drained.items():
+            address = view.address_of(node)
+            if address is None:
+                for batch in batches:
+                    self._retry_or_fail(batch, KafkaConnectionError(f"broker {node} is not in the metadata"))
+                self.metadata.request_update()
+                continue
+            self._in_flight[node] = self._in_flight.get(node, 0) + 1
+            try:
+                connection = await self.transport.connection(address, PRODUCE_CHANNEL)
+                pieces = self._encode_request(batches)
+                future = connection.submit(protocol.PRODUCE, pieces,
+                                           timeout_ms=self.settings.request_timeout_ms + 5000)
+            except KafkaliteError as exc:
+                self._in_flight[node] -= 1
+                self.metadata.request_update()
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                continue
+            task = asyncio.get_running_loop().create_task(self._await_answer(node, batches, future))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        return 0.0 if drained else delay
+
+    def _encode_request(self, batches: list[ProducerBatch]) -> list[bytes | bytearray | memoryview]:
+        compression = self.settings.compression
+        request = protocol.ProduceRequest(
+            self.settings.acks, self.settings.request_timeout_ms,
+            [protocol.ProducePartition(batch.tp.topic, batch.tp.partition, batch.encode(compression))
+             for batch in batches],
+            self.accumulator.producer_id if self.settings.enable_idempotence else -1)
+        return protocol.encode_produce_request(request)
+
+    async def _await_answer(self, node: int, batches: list[ProducerBatch],
+                            future: "asyncio.Future[tuple[int, bytes]]") -> None:
+        try:
+            try:
+                status, body = await future
+                payload = check_answer(status, body)
+                if self.settings.acks == 0:
+                    for batch in batches:
+                        self.accumulator.complete(batch, -1, -1, -1)
+                    return
+                results = {(item.topic, item.partition): item for item in protocol.decode_produce_response(payload)}
+            except KafkaliteError as exc:
+                if exc.invalid_metadata or isinstance(exc, KafkaConnectionError):
+                    self.metadata.request_update()
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                return
+            for batch in batches:
+                result = results.get((batch.tp.topic, batch.tp.partition))
+                if result is None:
+                    self._retry_or_fail(batch, UnknownServerError(
+                        f"the produce answer has no entry for {batch.tp.topic}-{batch.tp.partition}"))
+                elif result.error_code == 0 or result.error_code == DuplicateSequenceNumberError.errno:
+                    self.accumulator.complete(batch, result.base_offset, result.log_append_time,
+                                              result.log_start_offset)
+                else:
+                    error = protocol.error_for(result.error_code, result.error_message)
+                    if error.invalid_metadata:
+                        self.metadata.request_update()
+                    self._retry_or_fail(batch, error)
+        finally:
+            self._in_flight[node] -= 1
+            self.wake()
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        settings = self.settings
+        now = time.monotonic()
+        retriable = isinstance(error, KafkaliteError) and error.retriable
+        if isinstance(error, OutOfOrderSequenceNumberError) and \
+                self.accumulator.earlier_unacknowledged(batch.tp, batch.base_sequence):
+            retriable = True
+        if retriable and batch.attempts <= settings.retries and now < batch.deadline:
+            log.debug("retrying %r after %s", batch, error)
+            self.accumulator.reenqueue(batch, now + settings.retry_backoff_ms / 1000)
+            return
+        if isinstance(error, OutOfOrderSequenceNumberError) or (
+                settings.enable_idempotence and batch.base_sequence >= 0 and not isinstance(error, BrokerResponseError)):
+            self._need_producer_id = True  # the partition's sequence has a gap now: start over
+        if retriable and now >= batch.deadline:
+            error = _expired(batch, error, settings.delivery_timeout_ms)
+        self.accumulator.fail(batch, error)
+
+    async def _init_producer_id(self) -> bool:
+        for address in self.metadata._candidates():
+            try:
+                answer = await self.transport.request_json(address, "POST", protocol.INIT_PRODUCER_ID, {},
+                                                           timeout_ms=self.settings.request_timeout_ms)
+                producer_id = int(answer["producer_id"])
+                producer_epoch = int(answer.get("producer_epoch", 0))
+            except (KafkaliteError, KeyError, TypeError, ValueError) as exc:
+                log.debug("init_producer_id at %s failed: %s", address, exc)
+                continue
+            self.accumulator.reset_producer(producer_id, producer_epoch)
+            self._need_producer_id = False
+            log.debug("producer id %d epoch %d", producer_id, producer_epoch)
+            return True
+        return False
+
+
+def _expired(batch: ProducerBatch, cause: BaseException, delivery_timeout_ms: int) -> KafkaliteError:
+    from kafkalite.errors import KafkaTimeoutError
+
+    error = KafkaTimeoutError(f"{batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition} "
+                              f"expired after {delivery_timeout_ms} ms (last error: {cause})")
+    error.__cause__ = cause
+    return error

@@ -1,0 +1,234 @@
+"""The clients' pure core: accumulator rules, decoders, chunking, settings, metadata views, and
+the pipelined HTTP connection against a scripted local server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from kafkalite import errors, protocol
+from kafkalite.client.accumulator import RecordAccumulator, chunk_bounds
+from kafkalite.client.consumer import ConsumerSettings
+from kafkalite.client.fetcher import FetchedBatch, decode_records, decode_values
+from kafkalite.client.metadata import ClusterView, parse_bootstrap
+from kafkalite.client.producer import ProducerSettings
+from kafkalite.client.types import TopicPartition
+from kafkalite.record.batch import RecordBatch, build_batch, decode_all
+from kafkalite.record.codec import Compression
+from kafkalite.transport import AsyncTransport
+
+TP = TopicPartition("t", 0)
+
+
+def accumulator(**overrides: int) -> RecordAccumulator:
+    options = dict(batch_size=1000, buffer_memory=10_000, linger_ms=0, max_request_size=5000,
+                   delivery_timeout_ms=60_000, max_in_flight_per_partition=5, idempotent=False)
+    options.update(overrides)
+    return RecordAccumulator(**options)  # type: ignore[arg-type]
+
+
+def test_records_fill_batches_and_drain_one_batch_per_partition() -> None:
+    acc = accumulator()
+    futures = [acc.append(TP, 1000 + i, None, b"x" * 88, None, 100) for i in range(25)]
+    assert all(future is not None for future in futures)
+    nodes, _, unknown = acc.ready({TP: 7}, time.monotonic())
+    assert nodes == {7} and not unknown
+    drained = acc.drain({TP: 7}, {7}, time.monotonic())
+    batch = drained[7][0]
+    assert len(drained[7]) == 1 and batch.record_count == 9  # 61 + 9 * 100 ≤ 1000
+    records = decode_all(batch.encode(Compression.NONE))
+    assert [record.timestamp for record in records] == list(range(1000, 1009))
+    acc.complete(batch, 40, -1, 0)
+    assert futures[3].get(0).offset == 43 and futures[3].get(0).timestamp == 1003
+    assert acc.used_memory == 16 * 100
+
+
+def test_linger_holds_a_batch_until_it_is_due() -> None:
+    acc = accumulator(linger_ms=200)
+    acc.append(TP, 1, b"k", b"v", None, 20)
+    now = time.monotonic()
+    nodes, delay, _ = acc.ready({TP: 1}, now)
+    assert nodes == set() and 0 < delay <= 0.2
+    assert acc.ready({TP: 1}, now + 0.25)[0] == {1}
+    assert acc.ready({}, now + 0.25)[2] is True  # unknown leader is reported
+
+
+def test_memory_budget_and_retry_order() -> None:
+    acc = accumulator(buffer_memory=300)
+    assert acc.append(TP, 1, None, b"a", None, 150) is not None
+    assert acc.append(TP, 1, None, b"b", None, 150) is not None
+    assert acc.append(TP, 1, None, b"c", None, 150) is None
+    assert acc.wait_for_memory(150, 0.05) is False
+    first = acc.drain({TP: 1}, {1}, time.monotonic())[1][0]
+    acc.reenqueue(first, time.monotonic() - 1)
+    again = acc.drain({TP: 1}, {1}, time.monotonic())[1][0]
+    assert again is first and again.attempts == 2
+    acc.fail(again, errors.KafkaTimeoutError("gone"))
+    assert acc.append(TP, 1, None, b"c", None, 150) is not None
+    with pytest.raises(errors.KafkaTimeoutError):
+        first.result.wait(0)
+        raise first.result.error  # type: ignore[misc]
+
+
+def test_idempotent_batches_get_consecutive_sequences() -> None:
+    acc = accumulator(idempotent=True, batch_size=200)
+    acc.reset_producer(42, 0)
+    for _ in range(6):
+        acc.append(TP, 1, None, b"x" * 50, None, 60)
+    sequences = []
+    while True:
+        drained = acc.drain({TP: 1}, {1}, time.monotonic())
+        if not drained:
+            break
+        batch = drained[1][0]
+        sequences.append((batch.base_sequence, batch.record_count))
+        header = RecordBatch(batch.encode(Compression.NONE))
+        assert (header.producer_id, header.base_sequence) == (42, batch.base_sequence)
+        acc.complete(batch, 0, -1, 0)
+    assert sequences == [(0, 2), (2, 2), (4, 2)]
+
+
+def test_chunk_bounds() -> None:
+    assert chunk_bounds([100] * 10, 350) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert chunk_bounds([1000, 10, 10], 500) == [(0, 1), (1, 3)]
+    assert chunk_bounds([], 10) == []
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.LZ4, Compression.ZSTD])
+def test_decoders_agree_with_the_batch_reader(codec: int) -> None:
+    values = [b"v%d" % i * (i % 90) if i % 11 else None for i in range(300)]
+    keys = [b"k%d" % i if i % 3 else None for i in range(300)]
+    headers = [[("a", b"1")] if i % 5 == 0 else [] for i in range(300)]
+    timestamps = [5000 + i for i in range(300)]
+    raw = build_batch(values, keys=keys, timestamps=timestamps, headers=headers, compression=codec, base_offset=100)
+    batch = RecordBatch(raw)
+    expected = decode_all(raw)
+    records = decode_records(batch, "t", 0, 150, 390)
+    assert [record.offset for record in records] == list(range(150, 390))
+    for record, reference in zip(records, expected[50:]):
+        assert (record.key, record.value, record.timestamp) == (reference.key, reference.value, reference.timestamp)
+        assert record.headers == list(reference.headers)
+        assert record.serialized_value_size == (-1 if reference.value is None else len(reference.value))
+    assert decode_values(batch) == values
+    assert FetchedBatch("t", 0, batch, 100, 400, None, None).values() == values
+    assert FetchedBatch("t", 0, batch, 398, 400, None, None).values() == values[-2:]
+
+
+def test_corrupt_batch_is_reported() -> None:
+    raw = bytearray(build_batch([b"abc"] * 3))
+    raw[-2] ^= 0xFF
+    batch = RecordBatch(bytes(raw))
+    with pytest.raises(errors.CorruptRecordError):
+        batch.validate()
+
+
+def test_settings_follow_kafka_rules() -> None:
+    settings = ProducerSettings.from_options({"bootstrap_servers": "h1:1,h2"})
+    assert (settings.acks, settings.enable_idempotence, settings.linger_ms) == (-1, True, 0)
+    assert settings.bootstrap_servers == ["h1:1", "h2:9092"]
+    assert ProducerSettings.from_options({"acks": 1}).enable_idempotence is False
+    with pytest.raises(errors.ConfigError):
+        ProducerSettings.from_options({"acks": 1, "enable_idempotence": True})
+    with pytest.raises(errors.UnrecognizedClientOptionError):
+        ProducerSettings.from_options({"lingerms": 5})
+    with pytest.raises(errors.ConfigError):
+        ProducerSettings.from_options({"security_protocol": "SSL"})
+    assert ProducerSettings.from_options({"api_version": (2, 0), "retries": float("inf")}).retries > 0
+    consumer = ConsumerSettings.from_options({"auto_offset_reset": "smallest"})
+    assert consumer.auto_offset_reset == "earliest" and consumer.max_poll_records == 500
+    with pytest.raises(errors.ConfigError):
+        ConsumerSettings.from_options({"auto_offset_reset": "sometimes"})
+    with pytest.raises(errors.ConfigError):
+        parse_bootstrap("")
+
+
+def test_cluster_view_merges_partial_answers() -> None:
+    brokers = [protocol.BrokerEndpoint(1, "h", 1), protocol.BrokerEndpoint(2, "h", 2)]
+    first = ClusterView.build("c", 1, brokers, [
+        protocol.TopicMetadata("a", [protocol.PartitionMetadata(0, 1, 0, [1], [1]),
+                                     protocol.PartitionMetadata(1, -1, 0, [2], [])]),
+        protocol.TopicMetadata("b", [protocol.PartitionMetadata(0, 2, 0, [2], [2])])], 1.0)
+    assert first.partitions["a"] == (0, 1) and first.available["a"] == (0,)
+    assert first.leader_address(TopicPartition("b", 0)) == "h:2"
+    answer = protocol.ClusterMetadata("c", 2, brokers, [protocol.TopicMetadata("missing", [], 3)])
+    merged = first.merged(answer, ["missing"], 2.0)
+    assert set(merged.partitions) == {"a", "b"} and merged.topic_errors == {"missing": 3}
+    assert merged.controller_id == 2
+
+
+async def _scripted_server(replies: list[bytes]) -> tuple[asyncio.AbstractServer, list[bytes]]:
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for reply in replies:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            seen.append(await reader.readexactly(length))
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0), seen
+
+
+def test_pipelined_connection_matches_answers_in_order() -> None:
+    async def scenario() -> None:
+        chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+        error = protocol.dumps({"error_code": 6, "error": "NOT_LEADER_OR_FOLLOWER", "message": "moved"})
+        replies = [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", chunked,
+                   b"HTTP/1.1 204 No Content\r\n\r\n",
+                   b"HTTP/1.1 421 Misdirected\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error)]
+        server, seen = await _scripted_server(replies)
+        port = server.sockets[0].getsockname()[1]
+        transport = AsyncTransport(request_timeout_ms=5000)
+        try:
+            connection = await transport.connection(f"127.0.0.1:{port}", "produce")
+            futures = [connection.submit("/p", [b"req-%d" % i]) for i in range(4)]
+            answers = await asyncio.gather(*futures)
+            assert [body for _, body in answers[:3]] == [b"first", b"abcde", b""]
+            assert seen == [b"req-0", b"req-1", b"req-2", b"req-3"]
+            with pytest.raises(errors.NotLeaderForPartitionError):
+                from kafkalite.transport import check_answer
+                check_answer(*answers[3])
+            late = connection.submit("/p", [b"after close"])
+            with pytest.raises(errors.KafkaConnectionError):
+                await late
+        finally:
+            await transport.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
+
+
+def test_request_timeout_closes_the_connection() -> None:
+    async def scenario() -> None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await reader.read(1 << 16)
+                await reader.read(1 << 16)  # returns at EOF, when the client gives up
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        transport = AsyncTransport(request_timeout_ms=200)
+        try:
+            connection = await transport.connection(f"127.0.0.1:{port}")
+            first = connection.submit("/p", [b"a"])
+            second = connection.submit("/p", [b"b"])
+            with pytest.raises(errors.KafkaTimeoutError):
+                await first
+            with pytest.raises(errors.KafkaConnectionError):
+                await second
+            assert not connection.usable
+        finally:
+            await transport.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())

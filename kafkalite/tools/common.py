@@ -37,3 +37,44 @@ def run_tool(main: Callable[[], int]) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+
+
+def parse_key_values(items: list[str] | None, flag: str) -> dict[str, str]:
+    """``["a=1", "b=2"]`` → ``{"a": "1", "b": "2"}``; a malformed item is a usage error."""
+    result: dict[str, str] = {}
+    for item in items or []:
+        key, separator, value = item.partition("=")
+        if not separator or not key.strip():
+            raise UsageError(f"{flag} expects key=value, got {item!r}")
+        result[key.strip()] = value
+    return result
+
+
+def parse_bool_property(properties: dict[str, str], name: str, default: bool = False) -> bool:
+    value = properties.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise UsageError(f"property {name} must be true or false, got {value!r}")
+
+
+class UsageError(Exception):
+    """A mistake in the command line (exit code 2)."""
+
+
+def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """Run a tool: usage errors exit 2, kafkalite errors exit 1 with a one-line message."""
+    try:
+        return main(argv)
+    except UsageError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KafkaliteError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK

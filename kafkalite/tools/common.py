@@ -78,3 +78,40 @@ def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = No
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+
+
+def bootstrap_from_zookeeper(connect: str) -> str:
+    """Broker addresses registered in ZooKeeper, for tools given Kafka's old ``--zookeeper`` flag.
+
+    ``connect`` may name a chroot; without one, the root and the default ``/kafkalite`` chroot
+    are both tried.
+    """
+    import asyncio
+
+    from kafkalite.coord import znodes
+    from kafkalite.coord.zk import ZooKeeperClient
+
+    candidates = [connect] if "/" in connect else [connect, f"{connect}/kafkalite"]
+
+    async def lookup() -> str:
+        for candidate in candidates:
+            client = ZooKeeperClient(candidate, session_timeout=10.0, connect_timeout=10.0, request_timeout=10.0)
+            try:
+                await client.start()
+                try:
+                    children = await client.get_children(znodes.BROKER_IDS_PATH)
+                except KafkaliteError:
+                    continue
+                addresses = []
+                for child in children:
+                    data, _ = await client.get(f"{znodes.BROKER_IDS_PATH}/{child}")
+                    registration = znodes.BrokerRegistration.from_bytes(data)
+                    addresses.append(f"{registration.host}:{registration.port}")
+                if addresses:
+                    return ",".join(addresses)
+            finally:
+                if client.started:
+                    await client.stop()
+        raise UsageError(f"no live broker is registered in ZooKeeper at {connect}")
+
+    return asyncio.run(lookup())

@@ -13,7 +13,13 @@ from kafkalite.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_key_values, run_cli
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    bootstrap_from_zookeeper,
+    parse_key_values,
+    run_cli,
+)
 
 _INTERNAL_PREFIX = "__"
 
@@ -21,8 +27,10 @@ _INTERNAL_PREFIX = "__"
 def build_parser() -> ToolArgumentParser:
     parser = ToolArgumentParser(prog="kafkalite-topics.sh",
                                 description="Create, delete, describe, or change a topic.")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to, e.g. localhost:9092")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help="REQUIRED (or --zookeeper): the broker(s) to connect to, e.g. localhost:9092")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                        help="deprecated in Kafka: find the brokers through ZooKeeper instead")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--create", action="store_true", help="create a new topic")
     actions.add_argument("--list", action="store_true", help="list all available topics")
@@ -71,6 +79,10 @@ def _matching(admin: KafkaAdminClient, pattern: str | None, exclude_internal: bo
 
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    if not arguments.bootstrap_server and not arguments.version:
+        if not arguments.zookeeper:
+            raise UsageError("--bootstrap-server is required")
+        arguments.bootstrap_server = bootstrap_from_zookeeper(arguments.zookeeper)
     if arguments.version:
         from kafkalite import __version__
         print(__version__)

@@ -133,7 +133,8 @@ def test_produce_with_and_without_keys_then_consume(cluster: BrokerCluster, tmp_
                                        "no.such.thing=1"], 2, "unknown producer property"),
     ("kafkalite-console-consumer.sh", ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--offset", "5"], 2,
      "--offset needs --partition"),
-    ("kafkalite-console-consumer.sh", ["--topic", "t", "--bogus"], 2, "unrecognized arguments"),
+    ("kafkalite-console-consumer.sh", ["--bootstrap-server", "x:1", "--topic", "t", "--bogus"], 2,
+     "unrecognized arguments"),
 ])
 def test_usage_errors(script: str, arguments: list[str], code: int, message: str) -> None:
     result = run(script, *arguments)

@@ -1,8 +1,53 @@
 #!/usr/bin/env bash
-# One command from a fresh clone to a working kafkalite: installs what is missing
-# (scripts/install.sh), then shows the storage engine at work on a demo log.
+# One command from a fresh clone to a working kafkalite cluster:
+#   1. installs what is missing (scripts/install.sh: Debian packages, .venv),
+#   2. starts ZooKeeper and 3 brokers on 127.0.0.1 (scripts/kafkalite-cluster.sh start;
+#      ZooKeeper on 2181, brokers on 9092-9094; pass --base-port P to move them),
+#   3. creates a topic, produces records with and without keys, consumes them back,
+#      and shows a consumer group with its lag.
+# The cluster keeps running afterwards; stop it with: scripts/kafkalite-cluster.sh stop
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$here/scripts/install.sh"
 cd "$here"
-exec .venv/bin/python -m kafkalite.tools.storage_demo --dir "$here/var/demo-logs"
+cluster_args=()
+base_port=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --base-port) base_port="${2:?--base-port needs a port}"; cluster_args+=(--base-port "$2"); shift 2 ;;
+    --data-dir) cluster_args+=(--data-dir "${2:?--data-dir needs a directory}"); shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; echo "usage: scripts/quickstart.sh [--base-port P] [--data-dir DIR]"; exit 0 ;;
+    *) echo "Error: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+scripts/install.sh
+scripts/kafkalite-cluster.sh start --brokers 3 "${cluster_args[@]}"
+if [ -n "$base_port" ]; then
+  bootstrap="127.0.0.1:$((base_port + 1))"
+else
+  bootstrap="127.0.0.1:9092"
+fi
+topic="quickstart-events"
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+step scripts/kafkalite-topics.sh --bootstrap-server "$bootstrap" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 3
+scripts/kafkalite-topics.sh --bootstrap-server "$bootstrap" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 3
+step scripts/kafkalite-topics.sh --bootstrap-server "$bootstrap" --describe --topic "$topic"
+scripts/kafkalite-topics.sh --bootstrap-server "$bootstrap" --describe --topic "$topic"
+
+step "printf 'This is my first event\nThis is my second event\n' | scripts/kafkalite-console-producer.sh --bootstrap-server $bootstrap --topic $topic"
+printf 'This is my first event\nThis is my second event\n' | scripts/kafkalite-console-producer.sh --bootstrap-server "$bootstrap" --topic "$topic"
+step "printf 'alice:signed up\nbob:ordered 2 widgets\nalice:paid\n' | scripts/kafkalite-console-producer.sh --bootstrap-server $bootstrap --topic $topic --property parse.key=true --property key.separator=:"
+printf 'alice:signed up\nbob:ordered 2 widgets\nalice:paid\n' | scripts/kafkalite-console-producer.sh --bootstrap-server "$bootstrap" --topic "$topic" --property parse.key=true --property key.separator=:
+
+step scripts/kafkalite-console-consumer.sh --bootstrap-server "$bootstrap" --topic "$topic" --from-beginning --max-messages 5 --property print.key=true --property print.partition=true --property print.offset=true
+scripts/kafkalite-console-consumer.sh --bootstrap-server "$bootstrap" --topic "$topic" --from-beginning --max-messages 5 --timeout-ms 30000 --property print.key=true --property print.partition=true --property print.offset=true
+
+if [ -x scripts/kafkalite-consumer-groups.sh ]; then
+  step scripts/kafkalite-console-consumer.sh --bootstrap-server "$bootstrap" --topic "$topic" --group quickstart-group --from-beginning --max-messages 3
+  scripts/kafkalite-console-consumer.sh --bootstrap-server "$bootstrap" --topic "$topic" --group quickstart-group --from-beginning --max-messages 3 --timeout-ms 30000 >/dev/null
+  step scripts/kafkalite-consumer-groups.sh --bootstrap-server "$bootstrap" --describe --group quickstart-group
+  scripts/kafkalite-consumer-groups.sh --bootstrap-server "$bootstrap" --describe --group quickstart-group
+fi
+
+printf '\nkafkalite is running: ZooKeeper and 3 brokers (bootstrap %s).\n' "$bootstrap"
+printf 'Status: scripts/kafkalite-cluster.sh status    Stop: scripts/kafkalite-cluster.sh stop\n'

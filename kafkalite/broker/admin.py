@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 
 _BROKER_DYNAMIC_CONFIGS = {"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.cleanup.policy",
                            "min.insync.replicas", "unclean.leader.election.enable", "message.max.bytes",
-                           "compression.type", "log.flush.interval.messages", "log.flush.interval.ms"}
+                           "compression.type", "log.flush.interval.messages", "log.flush.interval.ms",
+                           "follower.replication.throttled.rate", "leader.replication.throttled.rate"}
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,64 @@ class AdminService:
             await self.zookeeper.create(znodes.PREFERRED_REPLICA_ELECTION_PATH, request.to_bytes())
         except ZNodeExistsError:
             raise InvalidRequestError("a preferred replica election is already in progress") from None
+
+    # -- reassignment -------------------------------------------------------------------------
+    async def alter_reassignments(self, targets: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int], Any]:
+        """Validate and record target replica lists in ``/admin/reassign_partitions`` (merged
+        with reassignments already in progress); the controller carries them out."""
+        results: dict[tuple[str, int], Any] = {}
+        live = set(self.metadata.brokers)
+        accepted: dict[tuple[str, int], list[int]] = {}
+        for (topic, number), replicas in targets.items():
+            try:
+                if self.metadata.partition(topic, number) is None:
+                    raise UnknownTopicOrPartitionError(f"{topic}-{number} does not exist")
+                if not replicas or len(set(replicas)) != len(replicas):
+                    raise InvalidReplicaAssignmentError(f"{topic}-{number}: replicas must be distinct, got {replicas}")
+                unknown = [broker for broker in replicas if broker not in live]
+                if unknown:
+                    raise InvalidReplicaAssignmentError(f"{topic}-{number}: brokers {unknown} are not alive")
+                accepted[(topic, number)] = list(replicas)
+                results[(topic, number)] = None
+            except KafkaliteError as exc:
+                results[(topic, number)] = exc
+        if not accepted:
+            return results
+        path = znodes.REASSIGN_PARTITIONS_PATH
+        for _ in range(10):
+            try:
+                data, stat = await self.zookeeper.get(path)
+                current = {(entry.topic, entry.partition): list(entry.replicas)
+                           for entry in znodes.ReassignmentRequest.from_bytes(data, path).partitions}
+                version = stat.version
+            except ZNodeMissingError:
+                current, version = {}, -1
+            current.update(accepted)
+            payload = znodes.ReassignmentRequest([znodes.PartitionReassignment(topic, number, replicas)
+                                                  for (topic, number), replicas in sorted(current.items())])
+            try:
+                if version < 0:
+                    await self.zookeeper.create(path, payload.to_bytes(), makepath=True)
+                else:
+                    await self.zookeeper.set(path, payload.to_bytes(), version=version)
+                return results
+            except (ZNodeVersionConflictError, ZNodeExistsError, ZNodeMissingError):
+                await asyncio.sleep(random.uniform(0.005, 0.05))
+        raise RequestTimedOutError("the reassignment request kept changing under us")
+
+    async def list_reassignments(self) -> list[dict[str, Any]]:
+        try:
+            data, _ = await self.zookeeper.get(znodes.REASSIGN_PARTITIONS_PATH)
+            entries = znodes.ReassignmentRequest.from_bytes(data).partitions
+        except ZNodeMissingError:
+            entries = []
+        result = []
+        for entry in entries:
+            info = self.metadata.partition(entry.topic, entry.partition)
+            result.append({"topic": entry.topic, "partition": entry.partition, "target_replicas": entry.replicas,
+                           "replicas": info.replicas if info else [], "adding": info.adding if info else [],
+                           "removing": info.removing if info else [], "isr": info.isr if info else []})
+        return result
 
     # -- producer ids -------------------------------------------------------------------------
     async def next_producer_id(self) -> int:

@@ -74,6 +74,7 @@ class Controller:
         self._shutting_down: set[int] = set()
         self._deletions: list[str] = []
         self._preferred_requests: list[tuple[str, int]] = []
+        self._reassignments: dict[tuple[str, int], list[int]] = {}
         self._stopped = False
         self.enabled = False  # set once this broker is registered: no controller before that
         self._election_lock = asyncio.Lock()
@@ -159,6 +160,8 @@ class Controller:
                                                              self._on_preferred_request))
         self._watches.append(await self.zookeeper.watch_children(znodes.ISR_CHANGE_NOTIFICATION_PATH,
                                                                  self._on_isr_notifications))
+        self._watches.append(await self.zookeeper.watch_data(znodes.REASSIGN_PARTITIONS_PATH,
+                                                             self._on_reassignment_request))
         self._task = asyncio.get_running_loop().create_task(self._reconcile_loop(), name="controller")
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._auto_rebalance_loop(),
@@ -262,6 +265,114 @@ class Controller:
         if self._preferred_requests:
             requests, self._preferred_requests = self._preferred_requests, []
             await self._run_preferred(requests, live)
+        if self._reassignments:
+            await self._advance_reassignments(live)
+
+    # -- partition reassignment ---------------------------------------------------------------
+    async def _on_reassignment_request(self, data: bytes | None, stat: object) -> None:
+        if data is None:
+            self._reassignments = {}
+            return
+        try:
+            request = znodes.ReassignmentRequest.from_bytes(data, znodes.REASSIGN_PARTITIONS_PATH)
+        except KafkaliteError as exc:
+            log.warning("ignoring malformed reassignment request: %s", exc)
+            return
+        self._reassignments = {(entry.topic, entry.partition): list(entry.replicas) for entry in request.partitions}
+        self._wake.set()
+
+    async def _advance_reassignments(self, live: set[int]) -> None:
+        """Move each partition a step towards its target replicas (Kafka's reassignment):
+        1. replicas := target + old (adding/removing recorded); new replicas start following;
+        2. wait until every target replica is in the ISR;
+        3. a target replica leads and the ISR drops the old replicas (epoch + 1);
+        4. replicas := target; brokers left out delete their copies; the request entry goes."""
+        finished: list[tuple[str, int]] = []
+        for key, target in list(self._reassignments.items()):
+            topic, number = key
+            info = self.metadata.partition(topic, number)
+            if info is None:
+                finished.append(key)
+                continue
+            state = info.state
+            if state is None:
+                continue
+            if info.replicas == target and not info.adding and not info.removing:
+                finished.append(key)
+                continue
+            combined = target + [broker for broker in info.replicas if broker not in target]
+            if info.replicas != combined:
+                await self._write_replicas(topic, number, combined,
+                                           adding=[broker for broker in target if broker not in info.replicas],
+                                           removing=[broker for broker in info.replicas if broker not in target])
+                continue
+            if not all(broker in state.isr for broker in target):
+                continue  # new replicas still catching up
+            if state.leader not in target or any(broker not in target for broker in state.isr):
+                leader = state.leader if state.leader in target else next(
+                    (broker for broker in target if broker in state.isr and broker in live), assignment.NO_LEADER)
+                if leader == assignment.NO_LEADER:
+                    continue
+                await self._write_state(info, leader, state.leader_epoch + 1,
+                                        [broker for broker in state.isr if broker in target])
+                continue
+            if await self._write_replicas(topic, number, list(target), adding=[], removing=[]):
+                log.info("controller: reassignment of %s-%d to %s completed", topic, number, target)
+                finished.append(key)
+        if finished:
+            await self._finish_reassignments(finished)
+
+    async def _write_replicas(self, topic: str, number: int, replicas: list[int], adding: list[int],
+                              removing: list[int]) -> bool:
+        path = znodes.topic_path(topic)
+        try:
+            data, stat = await self.zookeeper.get(path)
+        except ZNodeMissingError:
+            return False
+        current = znodes.TopicAssignment.from_bytes(data, path)
+        partitions = dict(current.partitions)
+        partitions[number] = replicas
+        adding_map = {key: value for key, value in current.adding_replicas.items() if key != number}
+        removing_map = {key: value for key, value in current.removing_replicas.items() if key != number}
+        if adding:
+            adding_map[number] = adding
+        if removing:
+            removing_map[number] = removing
+        payload = znodes.TopicAssignment(partitions=partitions, topic_id=current.topic_id,
+                                         adding_replicas=adding_map, removing_replicas=removing_map)
+        transaction = self._fenced()
+        transaction.set_data(path, payload.to_bytes(), stat.version)
+        try:
+            await transaction.commit()
+        except (ZNodeVersionConflictError, ZNodeMissingError):
+            if await self._still_controller():
+                self._retry_soon()
+            return False
+        log.info("controller: %s-%d replicas %s (adding %s, removing %s)", topic, number, replicas, adding, removing)
+        return True
+
+    async def _finish_reassignments(self, finished: list[tuple[str, int]]) -> None:
+        for key in finished:
+            self._reassignments.pop(key, None)
+        path = znodes.REASSIGN_PARTITIONS_PATH
+        for _ in range(5):
+            try:
+                data, stat = await self.zookeeper.get(path)
+            except ZNodeMissingError:
+                return
+            request = znodes.ReassignmentRequest.from_bytes(data, path)
+            remaining = [entry for entry in request.partitions if (entry.topic, entry.partition) not in finished]
+            transaction = self._fenced()
+            if remaining:
+                transaction.set_data(path, znodes.ReassignmentRequest(remaining).to_bytes(), stat.version)
+            else:
+                transaction.delete(path, stat.version)
+            try:
+                await transaction.commit()
+                return
+            except (ZNodeVersionConflictError, ZNodeMissingError):
+                if not await self._still_controller():
+                    return
 
     def _unclean_allowed(self, topic: str) -> bool:
         value = self.topic_configs(topic).get("unclean.leader.election.enable")

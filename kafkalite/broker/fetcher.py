@@ -84,6 +84,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff)
                 continue
             need_backoff = False
+            throttled_bytes = 0
             for result in results:
                 partition = snapshot.get((result.topic, result.partition))
                 if partition is None or self.partitions.get((result.topic, result.partition)) is not partition \
@@ -91,7 +92,9 @@ class ReplicaFetcher:
                     continue
                 if result.error_code == 0:
                     try:
-                        replica_manager.apply_fetched(partition, result)
+                        applied = replica_manager.apply_fetched(partition, result)
+                        if self._throttled(partition):
+                            throttled_bytes += applied
                     except KafkaliteError as exc:
                         log.error("%s: cannot apply replicated data: %s", partition.name, exc)
                         need_backoff = True
@@ -101,6 +104,22 @@ class ReplicaFetcher:
                     need_backoff = True
             if need_backoff:
                 await asyncio.sleep(min(backoff, 0.2))
+            rate = self._throttle_rate()
+            if throttled_bytes and rate > 0:
+                await asyncio.sleep(throttled_bytes / rate)
+
+    def _throttle_rate(self) -> float:
+        """``follower.replication.throttled.rate`` (bytes/s) from the dynamic broker configs."""
+        value = self.manager.replica_manager.metadata.broker_configs.get("follower.replication.throttled.rate")
+        try:
+            return float(value) if value else 0.0
+        except ValueError:
+            return 0.0
+
+    def _throttled(self, partition: Partition) -> bool:
+        """Throttling applies to replicas being added by a reassignment (Kafka's throttled replicas)."""
+        info = self.manager.replica_manager.metadata.partition(partition.topic, partition.partition)
+        return info is not None and self.manager.replica_manager.broker_id in info.adding
 
 
 class FetcherManager:

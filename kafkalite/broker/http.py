@@ -93,6 +93,8 @@ def build_app(broker: "Broker") -> web.Application:
         web.post(protocol.ELECT_LEADERS, api.elect_leaders),
         web.get(protocol.DESCRIBE_CLUSTER, api.describe_cluster),
         web.post(protocol.CONTROLLED_SHUTDOWN, api.controlled_shutdown),
+        web.post(protocol.ALTER_PARTITION_REASSIGNMENTS, api.alter_reassignments),
+        web.post(protocol.LIST_PARTITION_REASSIGNMENTS, api.list_reassignments),
         web.post(protocol.TOPIC_RECORDS, api.produce_json),
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
     ]
@@ -231,6 +233,31 @@ class BrokerApi:
         remaining = await self.broker.controller.controlled_shutdown(broker_id, broker_epoch)
         return _json_response({"error_code": 0, "remaining_partitions": [
             {"topic": topic, "partition": partition} for topic, partition in remaining]})
+
+    async def alter_reassignments(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        targets: dict[tuple[str, int], list[int]] = {}
+        for item in protocol.require(body, "partitions", list):
+            if not isinstance(item, dict):
+                raise InvalidRequestError("each partition must be an object")
+            replicas = protocol.require(item, "replicas", list, None)
+            if replicas is None:
+                raise InvalidRequestError("cancelling a reassignment is not supported; give target replicas")
+            if not all(isinstance(broker, int) and not isinstance(broker, bool) for broker in replicas):
+                raise InvalidRequestError("replicas must be broker ids")
+            targets[(protocol.require(item, "topic", str), protocol.require(item, "partition", int))] = replicas
+        results = await self.broker.admin.alter_reassignments(targets)
+        answers = []
+        for (topic, partition), error in results.items():
+            entry: dict[str, Any] = {"topic": topic, "partition": partition, "error_code": 0}
+            if isinstance(error, BrokerResponseError):
+                entry.update(protocol.error_body(error))
+            answers.append(entry)
+        return _json_response({"partitions": answers})
+
+    async def list_reassignments(self, request: web.Request) -> web.Response:
+        await _json_body(request)
+        return _json_response({"partitions": await self.broker.admin.list_reassignments()})
 
     # -- human-friendly JSON surface ----------------------------------------------------------
     async def produce_json(self, request: web.Request) -> web.Response:

@@ -59,6 +59,8 @@ class PartitionInfo:
     replicas: list[int]
     state: znodes.PartitionState | None = None
     state_version: int = -1
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
     @property
     def leader(self) -> int:
@@ -111,6 +113,7 @@ class MetadataCache:
         self._watches: list[Watch] = []
         self._changed = asyncio.Event()
         self._last_config_change = -1
+        self.broker_configs: dict[str, str] = {}
         self.started = False
 
     def add_listener(self, listener: MetadataListener) -> None:
@@ -124,6 +127,7 @@ class MetadataCache:
         self._watches.append(await self.zookeeper.watch_children(znodes.BROKER_TOPICS_PATH, self._on_topics))
         self._watches.append(await self.zookeeper.watch_children(znodes.DELETE_TOPICS_PATH, self._on_deletions))
         self._watches.append(await self.zookeeper.watch_data(znodes.CONTROLLER_PATH, self._on_controller))
+        await self.refresh_broker_configs()
         self._watches.append(await self.zookeeper.watch_children(znodes.CONFIG_CHANGES_PATH, self._on_config_changes))
         self.started = True
 
@@ -269,15 +273,20 @@ class MetadataCache:
             info.version = stat.version
             for partition, replicas in sorted(assignment.partitions.items()):
                 existing = info.partitions.get(partition)
+                adding = list(assignment.adding_replicas.get(partition, []))
+                removing = list(assignment.removing_replicas.get(partition, []))
                 if existing is None:
-                    entry = info.partitions[partition] = PartitionInfo(topic, partition, list(replicas))
+                    entry = info.partitions[partition] = PartitionInfo(topic, partition, list(replicas),
+                                                                       adding=adding, removing=removing)
                     watch = await self.zookeeper.watch_data(znodes.partition_state_path(topic, partition),
                                                             self._state_callback(topic, partition))
                     self._topic_watches.setdefault(topic, []).append(watch)
                     if entry.state is None:  # a new partition: the controller must elect its leader
                         self._notify("on_partition_changed", entry)
-                elif existing.replicas != list(replicas):
+                elif existing.replicas != list(replicas) or existing.adding != adding or existing.removing != removing:
                     existing.replicas = list(replicas)
+                    existing.adding = adding
+                    existing.removing = removing
                     self._notify("on_partition_changed", existing)
             self._signal()
         return on_data
@@ -361,6 +370,24 @@ class MetadataCache:
             entity_type, _, name = notification.entity_path.partition("/")
             if entity_type == "topics" and name in self.topics:
                 await self._refresh_topic_configs(name)
+            elif entity_type == "brokers" and name in (str(self.broker_id), znodes.DEFAULT_BROKER_ENTITY):
+                await self.refresh_broker_configs()
+
+    async def refresh_broker_configs(self) -> None:
+        """Re-read this broker's dynamic configs (its own entity over the cluster default)."""
+        merged: dict[str, str] = {}
+        for path in (znodes.broker_config_path(None), znodes.broker_config_path(self.broker_id)):
+            try:
+                data, _ = await self.zookeeper.get(path)
+                merged.update(znodes.ConfigEntity.from_bytes(data, path).config)
+            except ZNodeMissingError:
+                continue
+            except KafkaliteError as exc:
+                log.warning("ignoring broker configs at %s: %s", path, exc)
+        if merged != self.broker_configs:
+            log.info("dynamic broker configs: %s", merged or "(none)")
+        self.broker_configs = merged
+        self._signal()
 
     # -- queries ------------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:

@@ -151,6 +151,17 @@ class Partition:
         self._fail_ack_waiters(NotLeaderForPartitionError(f"{self.name}: has no leader"))
         self._wake_data_waiters()
 
+    def update_assignment(self, replicas: list[int]) -> None:
+        """The replica set changed (reassignment): track new followers, forget removed ones."""
+        self.replicas = list(replicas)
+        if self.is_leader:
+            for replica in replicas:
+                if replica != self.broker_id and replica not in self.followers:
+                    self.followers[replica] = FollowerState()
+            for replica in list(self.followers):
+                if replica not in replicas:
+                    del self.followers[replica]
+
     def update_isr(self, isr: list[int], state_version: int) -> None:
         """Apply an ISR change (same leader and epoch) seen in ZooKeeper."""
         self.isr = list(isr)

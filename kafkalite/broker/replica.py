@@ -127,8 +127,9 @@ class ReplicaManager:
         if (partition is not None and state is not None and partition.role is Role.LEADER
                 and state.leader == self.broker_id and state.leader_epoch == partition.leader_epoch
                 and self.broker_id in info.replicas):
-            # An ISR change of a partition we already lead: apply it at once, so the cache and
-            # the partition never disagree about the ISR.
+            # An ISR (or replica set) change of a partition we already lead: apply it at once,
+            # so the cache and the partition never disagree.
+            partition.update_assignment(info.replicas)
             partition.update_isr(state.isr, info.state_version)
             return
         asyncio.get_running_loop().create_task(self._apply(info))
@@ -169,6 +170,7 @@ class ReplicaManager:
             return
         if state.leader == self.broker_id:
             if partition.role is Role.LEADER and partition.leader_epoch == state.leader_epoch:
+                partition.update_assignment(info.replicas)
                 partition.update_isr(state.isr, info.state_version)
             else:
                 self.fetchers.remove_partition(partition)

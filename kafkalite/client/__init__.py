@@ -9,14 +9,28 @@ the ClusterView of :mod:`.metadata` and the decoders of :mod:`.fetcher`.
 
 Current Kafka defaults apply where kafka-python is older: ``acks='all'``,
 ``enable_idempotence=True``, ``linger_ms=0``. Bulk paths: ``KafkaProducer.send_batch`` and
-``KafkaConsumer.poll_batches``. Consumer groups come with the next issue: a ``group_id`` is
-accepted, but commits raise GroupCoordinatorUnsupportedError.
+``KafkaConsumer.poll_batches``. Consumer groups (:mod:`.group`): a consumer with a ``group_id``
+that subscribes joins the group (``ConsumerRebalanceListener`` hears of rebalances) and commits
+offsets; the admin clients list, describe, reset and delete groups.
 """
 
 from kafkalite.client.accumulator import BulkFuture, RecordFuture
-from kafkalite.client.admin import AIOKafkaAdminClient, KafkaAdminClient
+from kafkalite.client.admin import (
+    AIOKafkaAdminClient,
+    GroupInformation,
+    KafkaAdminClient,
+    MemberInformation,
+    PartitionLag,
+)
+from kafkalite.client.assignors import (
+    CooperativeStickyAssignor,
+    RangeAssignor,
+    RoundRobinAssignor,
+    StickyAssignor,
+)
 from kafkalite.client.consumer import AIOKafkaConsumer, KafkaConsumer
 from kafkalite.client.fetcher import FetchedBatch
+from kafkalite.client.group import ConsumerRebalanceListener
 from kafkalite.client.partitioner import DefaultPartitioner, RoundRobinPartitioner
 from kafkalite.client.producer import AIOKafkaProducer, KafkaProducer
 from kafkalite.client.types import (
@@ -34,7 +48,9 @@ from kafkalite.client.types import (
 
 __all__ = [
     "AIOKafkaAdminClient", "AIOKafkaConsumer", "AIOKafkaProducer", "BatchMetadata", "BulkFuture", "ConfigResource",
-    "ConfigResourceType", "ConsumerRecord", "DefaultPartitioner", "FetchedBatch", "KafkaAdminClient",
-    "KafkaConsumer", "KafkaProducer", "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp",
-    "RecordFuture", "RecordMetadata", "RoundRobinPartitioner", "TopicPartition",
+    "ConfigResourceType", "ConsumerRebalanceListener", "ConsumerRecord", "CooperativeStickyAssignor",
+    "DefaultPartitioner", "FetchedBatch", "GroupInformation", "KafkaAdminClient", "KafkaConsumer", "KafkaProducer",
+    "MemberInformation", "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionLag",
+    "RangeAssignor", "RecordFuture", "RecordMetadata", "RoundRobinAssignor", "RoundRobinPartitioner",
+    "StickyAssignor", "TopicPartition",
 ]

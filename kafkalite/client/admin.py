@@ -18,6 +18,26 @@ Results are shaped like kafka-python 3's where practical:
 * ``list_offsets({tp: timestamp})`` → ``{tp: OffsetAndTimestamp}``; ``elect_leaders`` →
   ``{TopicPartition: result name}``.
 
+Consumer groups (each call goes to the group's coordinator, found with FindCoordinator and
+found again when it moves; ListGroups goes to *every* broker, since each answers only for the
+groups it coordinates):
+
+* ``list_consumer_groups()`` → ``[(group_id, protocol_type)]`` (kafka-python's shape), sorted;
+* ``describe_consumer_groups(group_ids)`` → ``[GroupInformation]`` (kafka-python's fields
+  ``error_code, group, state, protocol_type, protocol, members, authorized_operations`` plus
+  ``generation_id``, ``leader`` and ``coordinator``); each member is a ``MemberInformation``
+  whose ``member_metadata`` / ``member_assignment`` are decoded
+  :class:`~kafkalite.client.assignors.Subscription` / ``Assignment`` values for consumer groups.
+  A group that does not exist is described with state ``Dead`` and no members, as in Kafka;
+* ``list_consumer_group_offsets(group_id, partitions=None)`` → ``{TopicPartition:
+  OffsetAndMetadata}`` (every stored offset, or -1 entries for requested partitions without one);
+* ``alter_consumer_group_offsets(group_id, offsets)`` commits offsets for an inactive group;
+* ``delete_consumer_groups(group_ids)`` → ``[(group_id, None | error)]`` (NON_EMPTY_GROUP,
+  GROUP_ID_NOT_FOUND... as instances, never raised);
+* ``consumer_group_lag(group_id, partitions=None)`` → ``{TopicPartition: PartitionLag(committed,
+  log_end_offset, lag)}``: log end = the high watermark, lag = high watermark − committed
+  (None without a committed offset).
+
 Errors: with ``raise_errors=True`` (the default, as in kafka-python) the first per-item error is
 raised as the named kafkalite error — TopicAlreadyExistsError, UnknownTopicOrPartitionError,
 InvalidPartitionsError, InvalidReplicationFactorError, InvalidConfigurationError... — after the
@@ -29,12 +49,23 @@ Concurrency: the core lives on one event loop; KafkaAdminClient hops onto its pr
 
 from __future__ import annotations
 
+import asyncio
+import time
 import weakref
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
+from kafkalite.client.assignors import Assignment, Subscription
 from kafkalite.client.fetcher import list_offsets
+from kafkalite.client.group import (
+    PROTOCOL_TYPE,
+    CoordinatorLink,
+    decode_assignment,
+    decode_subscription,
+    fetch_offsets,
+    offsets_body,
+)
 from kafkalite.client.metadata import MetadataManager, parse_bootstrap
 from kafkalite.client.producer import check_common_options
 from kafkalite.client.types import (
@@ -42,11 +73,67 @@ from kafkalite.client.types import (
     ConfigResourceType,
     NewPartitions,
     NewTopic,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
-from kafkalite.errors import ConfigError, KafkaConnectionError, KafkaliteError, KafkaTimeoutError, NoBrokersAvailable
+from kafkalite.errors import (
+    BrokerResponseError,
+    ConfigError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaConnectionError,
+    KafkaliteError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    NotCoordinatorError,
+)
 from kafkalite.transport import AsyncTransport
+
+class MemberInformation(NamedTuple):
+    """One member of a described group (kafka-python's fields, then the instance id)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    member_metadata: Subscription | bytes | None
+    member_assignment: Assignment | bytes | None
+    group_instance_id: str | None = None
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        """The member's assigned partitions (consumer groups), sorted."""
+        if isinstance(self.member_assignment, Assignment):
+            return [TopicPartition(topic, partition) for topic, partition in self.member_assignment.partitions]
+        return []
+
+
+class GroupInformation(NamedTuple):
+    """A described group (kafka-python's fields, then generation, leader and coordinator)."""
+
+    error_code: int
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberInformation]
+    authorized_operations: Any = None
+    generation_id: int = -1
+    leader: str = ""
+    coordinator: protocol.BrokerEndpoint | None = None
+
+    @property
+    def group_id(self) -> str:
+        return self.group
+
+
+class PartitionLag(NamedTuple):
+    """A group's progress on one partition: committed offset (None: none), log end, lag."""
+
+    committed: int | None
+    log_end_offset: int
+    lag: int | None
+
 
 _KNOWN = {"bootstrap_servers", "client_id", "request_timeout_ms", "retry_backoff_ms", "metadata_max_age_ms",
           "default_timeout_ms"}
@@ -301,6 +388,148 @@ class AdminCore:
                                      retry_backoff_ms=self.retry_backoff_ms)
         return {tp: OffsetAndTimestamp(offset, timestamp, epoch) for tp, (offset, timestamp, epoch) in answers.items()}
 
+    # -- consumer groups ----------------------------------------------------------------------
+    def _link(self, group_id: str) -> CoordinatorLink:
+        if not isinstance(group_id, str) or not group_id:
+            raise ConfigError(f"a group id must be a non-empty string, got {group_id!r}")
+        return CoordinatorLink(self.metadata, self.transport, group_id, request_timeout_ms=self.request_timeout_ms,
+                               retry_backoff_ms=self.retry_backoff_ms)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.request_timeout_ms / 1000
+
+    async def list_consumer_groups(self, broker_ids: Sequence[int] | None,
+                                   states: Sequence[str] | None) -> list[tuple[str, str]]:
+        cluster = await self.describe_cluster()
+        brokers = {item["broker_id"]: f"{item['host']}:{item['port']}" for item in cluster["brokers"]}
+        if broker_ids is not None:
+            missing = set(broker_ids) - set(brokers)
+            if missing:
+                raise KafkaConnectionError(f"brokers {sorted(missing)} are not in the cluster")
+            brokers = {broker_id: brokers[broker_id] for broker_id in broker_ids}
+        body: dict[str, Any] = {"states": list(states)} if states else {}
+        deadline = self._deadline()
+
+        async def ask(broker_id: int, address: str) -> list[tuple[str, str]]:
+            while True:
+                try:
+                    answer = await self.transport.request_json(address, "POST", protocol.LIST_GROUPS, body,
+                                                               timeout_ms=self.request_timeout_ms)
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    raise KafkaConnectionError(f"broker {broker_id} ({address}) did not list its groups: {exc}") \
+                        from exc
+                if answer.get("error_code"):
+                    raise protocol.error_for(int(answer["error_code"]), str(answer.get("message", "")))
+                if answer.get("loading") and time.monotonic() < deadline:
+                    await asyncio.sleep(self.retry_backoff_ms / 1000)  # still loading some groups: ask again
+                    continue
+                return [(str(item["group_id"]), str(item.get("protocol_type") or ""))
+                        for item in answer.get("groups", [])]
+
+        answers = await asyncio.gather(*(ask(broker_id, address) for broker_id, address in sorted(brokers.items())))
+        return sorted({listing for listed in answers for listing in listed})
+
+    async def describe_consumer_groups(self, group_ids: Sequence[str]) -> list[GroupInformation]:
+        if isinstance(group_ids, str):
+            raise ConfigError("describe_consumer_groups takes a list of group ids")
+        return list(await asyncio.gather(*(self._describe_group(group_id) for group_id in group_ids)))
+
+    async def _describe_group(self, group_id: str) -> GroupInformation:
+        link = self._link(group_id)
+        deadline = self._deadline()
+        while True:
+            answer = await link.call(protocol.DESCRIBE_GROUPS, {"groups": [group_id]}, deadline=deadline)
+            entry = (answer.get("groups") or [{}])[0]
+            code = int(entry.get("error_code", 0))
+            if code:
+                error = protocol.error_for(code, str(entry.get("message", "")))
+                if isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError)) \
+                        and time.monotonic() < deadline:
+                    if not isinstance(error, CoordinatorLoadInProgressError):
+                        link.forget()
+                    await asyncio.sleep(self.retry_backoff_ms / 1000)
+                    continue
+                return GroupInformation(code, group_id, "", "", "", [], None, -1, "", None)
+            consumer = entry.get("protocol_type") in (PROTOCOL_TYPE, "")
+            members = []
+            for member in entry.get("members", []):
+                metadata: Subscription | bytes | None = None
+                assignment: Assignment | bytes | None = None
+                if consumer:
+                    metadata = decode_subscription(member.get("metadata"))
+                    assignment = decode_assignment(member.get("assignment"))
+                members.append(MemberInformation(str(member.get("member_id", "")), str(member.get("client_id", "")),
+                                                 str(member.get("client_host", "")), metadata, assignment,
+                                                 member.get("group_instance_id")))
+            coordinator = None
+            if link.address is not None:
+                host, _, port = link.address.rpartition(":")
+                coordinator = protocol.BrokerEndpoint(link.node_id, host, int(port))
+            return GroupInformation(0, group_id, str(entry.get("state", "")), str(entry.get("protocol_type", "")),
+                                    str(entry.get("protocol", "")), members, None,
+                                    int(entry.get("generation_id", -1)), str(entry.get("leader", "")), coordinator)
+
+    async def list_consumer_group_offsets(self, group_id: str, partitions: Sequence[Any] | None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        wanted = [TopicPartition(*tp) for tp in partitions] if partitions is not None else None
+        return await fetch_offsets(self._link(group_id), wanted, self._deadline())
+
+    async def alter_consumer_group_offsets(self, group_id: str, offsets: dict[Any, Any]) -> None:
+        """Commit ``offsets`` for a group without active members (as the reset tool does)."""
+        chosen: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            entry = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+            chosen[TopicPartition(*tp)] = entry
+        if not chosen:
+            return
+        link = self._link(group_id)
+        answer = await link.call(protocol.OFFSET_COMMIT, {"generation_id": -1, "member_id": "",
+                                                          "topics": offsets_body(chosen)}, deadline=self._deadline())
+        for topic in answer.get("topics", []):
+            for entry in topic.get("partitions", []):
+                if entry.get("error_code"):
+                    raise protocol.error_for(int(entry["error_code"]),
+                                             f"{topic.get('name')}-{entry.get('partition')}: {entry.get('message', '')}")
+
+    async def delete_consumer_groups(self, group_ids: Sequence[str]) -> list[tuple[str, BrokerResponseError | None]]:
+        if isinstance(group_ids, str):
+            raise ConfigError("delete_consumer_groups takes a list of group ids")
+
+        async def delete(group_id: str) -> tuple[str, BrokerResponseError | None]:
+            link = self._link(group_id)
+            deadline = self._deadline()
+            while True:
+                answer = await link.call(protocol.DELETE_GROUPS, {"groups": [group_id]}, deadline=deadline)
+                entry = (answer.get("groups") or [{}])[0]
+                code = int(entry.get("error_code", 0))
+                if not code:
+                    return group_id, None
+                error = protocol.error_for(code, str(entry.get("message", "")))
+                if isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError)) \
+                        and time.monotonic() < deadline:
+                    if not isinstance(error, CoordinatorLoadInProgressError):
+                        link.forget()
+                    await asyncio.sleep(self.retry_backoff_ms / 1000)
+                    continue
+                return group_id, error
+
+        return list(await asyncio.gather(*(delete(group_id) for group_id in group_ids)))
+
+    async def consumer_group_lag(self, group_id: str,
+                                 partitions: Sequence[Any] | None) -> dict[TopicPartition, PartitionLag]:
+        committed = await self.list_consumer_group_offsets(group_id, partitions)
+        wanted = sorted({*committed, *(TopicPartition(*tp) for tp in partitions or [])})
+        if not wanted:
+            return {}
+        ends = await self.list_offsets({tp: protocol.LATEST_TIMESTAMP for tp in wanted}, None, 0)
+        result = {}
+        for tp in wanted:
+            end = ends[tp].offset
+            value = committed.get(tp)
+            offset = value.offset if value is not None and value.offset >= 0 else None
+            result[tp] = PartitionLag(offset, end, None if offset is None else max(0, end - offset))
+        return result
+
 
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1, 0: 0, 1: 1}
 
@@ -375,6 +604,33 @@ class KafkaAdminClient:
         answers = self.list_offsets({tp: protocol.EARLIEST_TIMESTAMP for tp in partitions})
         return {tp: answer.offset for tp, answer in answers.items()}
 
+    # -- consumer groups --
+    def list_consumer_groups(self, broker_ids: Sequence[int] | None = None,
+                             states: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        """``[(group_id, protocol_type)]`` of every group, asked of every broker."""
+        return self._loop.run(self._core.list_consumer_groups(broker_ids, states))
+
+    def describe_consumer_groups(self, group_ids: Sequence[str], group_coordinator_id: int | None = None,
+                                 include_authorized_operations: bool = False) -> list[GroupInformation]:
+        return self._loop.run(self._core.describe_consumer_groups(group_ids))
+
+    def list_consumer_group_offsets(self, group_id: str, group_coordinator_id: int | None = None,
+                                    partitions: Sequence[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._loop.run(self._core.list_consumer_group_offsets(group_id, partitions))
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: dict[TopicPartition, Any]) -> None:
+        self._loop.run(self._core.alter_consumer_group_offsets(group_id, offsets))
+
+    def delete_consumer_groups(self, group_ids: Sequence[str], group_coordinator_id: int | None = None
+                               ) -> list[tuple[str, BrokerResponseError | None]]:
+        return self._loop.run(self._core.delete_consumer_groups(group_ids))
+
+    def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, PartitionLag]:
+        """High watermark − committed offset per partition (committed ones, plus ``partitions``)."""
+        return self._loop.run(self._core.consumer_group_lag(group_id, partitions))
+
     def close(self) -> None:
         if self._closed:
             return
@@ -448,5 +704,30 @@ class AIOKafkaAdminClient:
                            isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, OffsetAndTimestamp]:
         return await self._core.list_offsets(topic_partition_timestamps, timeout_ms, _ISOLATION[isolation_level])
 
+    async def list_consumer_groups(self, broker_ids: Sequence[int] | None = None,
+                                   states: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        return await self._core.list_consumer_groups(broker_ids, states)
 
-__all__ = ["AIOKafkaAdminClient", "AdminCore", "KafkaAdminClient", "KafkaliteError"]
+    async def describe_consumer_groups(self, group_ids: Sequence[str], group_coordinator_id: int | None = None,
+                                       include_authorized_operations: bool = False) -> list[GroupInformation]:
+        return await self._core.describe_consumer_groups(group_ids)
+
+    async def list_consumer_group_offsets(self, group_id: str, group_coordinator_id: int | None = None,
+                                          partitions: Sequence[TopicPartition] | None = None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return await self._core.list_consumer_group_offsets(group_id, partitions)
+
+    async def alter_consumer_group_offsets(self, group_id: str, offsets: dict[TopicPartition, Any]) -> None:
+        await self._core.alter_consumer_group_offsets(group_id, offsets)
+
+    async def delete_consumer_groups(self, group_ids: Sequence[str], group_coordinator_id: int | None = None
+                                     ) -> list[tuple[str, BrokerResponseError | None]]:
+        return await self._core.delete_consumer_groups(group_ids)
+
+    async def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+                                 ) -> dict[TopicPartition, PartitionLag]:
+        return await self._core.consumer_group_lag(group_id, partitions)
+
+
+__all__ = ["AIOKafkaAdminClient", "AdminCore", "GroupInformation", "KafkaAdminClient", "KafkaliteError",
+           "MemberInformation", "PartitionLag"]

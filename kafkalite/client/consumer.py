@@ -29,15 +29,21 @@ a consumer is meant for one thread.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import inspect
 import logging
+import queue
 import re
+import threading
 import time
 import weakref
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
+from kafkalite.client.assignors import Assignor
 from kafkalite.client.fetcher import (
     FetchedBatch,
     Fetcher,
@@ -47,13 +53,15 @@ from kafkalite.client.fetcher import (
     take_batches,
     take_records,
 )
+from kafkalite.client.group import GroupMembership, resolve_assignors
 from kafkalite.client.metadata import ClusterView, MetadataManager, parse_bootstrap
 from kafkalite.client.producer import check_common_options
-from kafkalite.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from kafkalite.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kafkalite.errors import (
     ConfigError,
     GroupCoordinatorUnsupportedError,
     IllegalStateError,
+    KafkaliteError,
     NoOffsetForPartitionError,
 )
 from kafkalite.transport import AsyncTransport
@@ -87,6 +95,14 @@ class ConsumerSettings:
     max_poll_records: int = 500
     consumer_timeout_ms: float = float("inf")
     exclude_internal_topics: bool = True
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300_000
+    rebalance_timeout_ms: int = 300_000
+    auto_commit_interval_ms: int = 5000
+    assignors: list[Assignor] = field(default_factory=lambda: resolve_assignors(None))
+    group_instance_id: str | None = None
+    default_offset_commit_callback: Callable[[Any, Any], Any] | None = None
 
     KNOWN = {"bootstrap_servers", "client_id", "group_id", "key_deserializer", "value_deserializer",
              "fetch_max_wait_ms", "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes",
@@ -129,7 +145,25 @@ class ConsumerSettings:
             max_poll_records=_int_option(options, "max_poll_records", 500, 1),
             consumer_timeout_ms=float(options.get("consumer_timeout_ms", float("inf"))),
             exclude_internal_topics=bool(options.get("exclude_internal_topics", True)),
+            session_timeout_ms=_int_option(options, "session_timeout_ms", 45_000, 1),
+            heartbeat_interval_ms=_int_option(options, "heartbeat_interval_ms", 3000, 1),
+            max_poll_interval_ms=_int_option(options, "max_poll_interval_ms", 300_000, 1),
+            auto_commit_interval_ms=_int_option(options, "auto_commit_interval_ms", 5000, 1),
+            assignors=resolve_assignors(options.get("partition_assignment_strategy")),
+            group_instance_id=options.get("group_instance_id") or None,
+            default_offset_commit_callback=options.get("default_offset_commit_callback"),
         )
+        settings.rebalance_timeout_ms = _int_option(options, "rebalance_timeout_ms", settings.max_poll_interval_ms, 1)
+        if settings.group_id is not None and (not isinstance(settings.group_id, str) or not settings.group_id):
+            raise ConfigError(f"group_id must be a non-empty string, got {settings.group_id!r}")
+        if settings.group_instance_id is not None and not isinstance(settings.group_instance_id, str):
+            raise ConfigError(f"group_instance_id must be a string, got {settings.group_instance_id!r}")
+        if settings.heartbeat_interval_ms >= settings.session_timeout_ms:
+            raise ConfigError(f"heartbeat_interval_ms ({settings.heartbeat_interval_ms}) must be lower than "
+                              f"session_timeout_ms ({settings.session_timeout_ms})")
+        callback = settings.default_offset_commit_callback
+        if callback is not None and not callable(callback):
+            raise ConfigError("default_offset_commit_callback must be callable")
         return settings
 
 
@@ -159,6 +193,116 @@ def _partitions_arg(partitions: Iterable[Any]) -> list[TopicPartition]:
     return result
 
 
+def _offsets_arg(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    """``{tp: OffsetAndMetadata | int}`` → ``{TopicPartition: OffsetAndMetadata}``."""
+    if not isinstance(offsets, dict):
+        raise ConfigError(f"offsets must be a dict of TopicPartition → OffsetAndMetadata, got {offsets!r}")
+    result: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, value in offsets.items():
+        (chosen,) = _partitions_arg([tp])
+        if isinstance(value, OffsetAndMetadata):
+            entry = value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            entry = OffsetAndMetadata(value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], int):
+            entry = OffsetAndMetadata(*value)
+        else:
+            raise ConfigError(f"the offset of {tp} must be an OffsetAndMetadata or an int, got {value!r}")
+        if entry.offset < 0:
+            raise ConfigError(f"the offset of {tp} must not be negative, got {entry.offset}")
+        result[chosen] = OffsetAndMetadata(int(entry.offset), str(entry.metadata or ""), int(entry.leader_epoch))
+    return result
+
+
+class CallbackRunner:
+    """Where user callbacks (rebalance listener, commit callbacks) run: here, on the core's event
+    loop, awaiting a coroutine result — the asyncio consumer's way."""
+
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        result = function(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+class CallerThreadCallbacks(CallbackRunner):
+    """The sync consumer's way: a callback runs on the user's thread that is blocked in a consumer
+    call (``poll()``, ``close()``, ``commit()``...), as Kafka's Java client runs the rebalance
+    listener inside ``poll()``; the listener may therefore call the consumer again.
+
+    :meth:`call` is used by that thread: it runs the core coroutine on the loop and serves the
+    callback requests the coroutine makes meanwhile. Nested calls (a listener calling
+    ``commit()``) stack. A request made while no user thread waits runs on the loop.
+    Thread-safe.
+    """
+
+    def __init__(self, loop_thread: LoopThread) -> None:
+        self.loop_thread = loop_thread
+        self._inboxes: list[queue.SimpleQueue[Any]] = []
+        self._lock = threading.Lock()
+
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        with self._lock:
+            inbox = self._inboxes[-1] if self._inboxes else None
+        if inbox is None:
+            return await super().run(function, *args)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        inbox.put((function, args, future))
+        return await future
+
+    def call(self, coroutine: Any) -> Any:
+        if self.loop_thread.in_loop_thread:
+            coroutine.close()
+            raise IllegalStateError("a blocking consumer call was made from the consumer's own I/O thread; "
+                                    "call it from another thread")
+        loop = self.loop_thread.loop
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        with self._lock:
+            self._inboxes.append(inbox)
+        try:
+            done = asyncio.run_coroutine_threadsafe(coroutine, loop)
+            done.add_done_callback(lambda _: inbox.put(None))
+            try:
+                while True:
+                    item = inbox.get()
+                    if item is None:
+                        break
+                    self._serve(loop, item)
+            except BaseException:
+                done.cancel()
+                raise
+            return done.result()
+        finally:
+            with self._lock:
+                self._inboxes.remove(inbox)
+            while True:  # requests that raced the end of the call
+                try:
+                    item = inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    self._serve(loop, item)
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop, item: tuple[Callable[..., Any], tuple[Any, ...], Any]) -> None:
+        function, args, future = item
+        try:
+            result = function(*args)
+        except BaseException as exc:  # handed back to the coroutine that asked
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, result, None)
+
+
+def _settle(future: "asyncio.Future[Any]", result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 class StandaloneMembership:
     """Assignment for a subscription without a group: every partition of every matching topic.
 
@@ -184,7 +328,7 @@ class StandaloneMembership:
 class ConsumerCore:
     """What both consumers share (see the module docstring). Event-loop only."""
 
-    def __init__(self, settings: ConsumerSettings) -> None:
+    def __init__(self, settings: ConsumerSettings, callbacks: CallbackRunner | None = None) -> None:
         self.settings = settings
         self.transport = AsyncTransport(request_timeout_ms=settings.request_timeout_ms, client_id=settings.client_id)
         self.metadata = MetadataManager(self.transport, settings.bootstrap_servers,
@@ -200,8 +344,22 @@ class ConsumerCore:
         self.listener: Any = None
         self.user_assigned = False
         self.closed = False
-        self._group_warning_given = False
+        self._closing = False
         self._rotation = 0
+        self.callbacks = callbacks or CallbackRunner()
+        self.commit_callbacks: deque[tuple[Callable[..., Any], dict[TopicPartition, OffsetAndMetadata],
+                                           BaseException | None]] = deque()
+        self.unsubscribing: asyncio.Task[None] | None = None
+        self.group: GroupMembership | None = None
+        if settings.group_id is not None:
+            self.group = GroupMembership(
+                self, group_id=settings.group_id, assignors=settings.assignors,
+                session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                max_poll_interval_ms=settings.max_poll_interval_ms, rebalance_timeout_ms=settings.rebalance_timeout_ms,
+                group_instance_id=settings.group_instance_id, enable_auto_commit=settings.enable_auto_commit,
+                auto_commit_interval_ms=settings.auto_commit_interval_ms,
+                request_timeout_ms=settings.request_timeout_ms, retry_backoff_ms=settings.retry_backoff_ms,
+                client_id=settings.client_id)
 
     async def start(self) -> None:
         self.fetcher = Fetcher(
@@ -214,19 +372,28 @@ class ConsumerCore:
         self.metadata.add_listener(self._on_metadata)
         self.metadata.start()
         self.fetcher.start()
-        if self.settings.group_id is not None and self.settings.enable_auto_commit:
-            log.warning("group_id=%r: consumer groups are not available yet; offsets are not committed "
-                        "and positions start from auto_offset_reset=%r", self.settings.group_id,
-                        self.settings.auto_offset_reset)
+        if self.group is not None:
+            self.group.start()
 
-    async def close(self) -> None:
-        if self.closed:
+    async def close(self, autocommit: bool = True) -> None:
+        """Commit (auto-commit), revoke and leave the group, then stop everything."""
+        if self.closed or self._closing:
             return
-        self.closed = True
-        if self.fetcher is not None:
-            await self.fetcher.stop()
-        await self.metadata.close()
-        await self.transport.close()
+        self._closing = True
+        try:
+            await self._await_unsubscribe()
+            if self.group is not None:
+                try:
+                    await self.group.close(autocommit)
+                except KafkaliteError as exc:
+                    log.warning("leaving group %s on close: %s", self.settings.group_id, exc)
+            await self.run_commit_callbacks()
+        finally:
+            self.closed = True
+            if self.fetcher is not None:
+                await self.fetcher.stop()
+            await self.metadata.close()
+            await self.transport.close()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -244,6 +411,8 @@ class ConsumerCore:
 
     def subscribe(self, topics: Sequence[str] = (), pattern: str | None = None, listener: Any = None) -> None:
         self._check_open()
+        if self.unsubscribing is not None and not self.unsubscribing.done():
+            raise IllegalStateError("unsubscribe() is still in progress: await it before subscribing again")
         if self.user_assigned:
             raise IllegalStateError("subscribe() and assign() cannot be mixed; call unsubscribe() first")
         if isinstance(topics, str):
@@ -263,14 +432,44 @@ class ConsumerCore:
             self.subscribed_topics = set(topics)
             self.metadata.all_topics = False
             self.metadata.set_topics(self.subscribed_topics)
+        if self.group is not None:
+            self.group.subscription_changed()
+            return
         self._on_metadata(self.metadata.view)
 
-    def unsubscribe(self) -> None:
+    async def unsubscribe(self) -> None:
+        """Drop the subscription or assignment; a group member revokes (listener), commits
+        (auto-commit) and leaves the group first."""
+        self._check_open()
+        if self.group is not None and self.group.managed:
+            await self.group.unsubscribe()
+        self._clear_subscription()
+
+    def _clear_subscription(self) -> None:
         self.subscribed_topics = set()
         self.subscribed_pattern = None
         self.user_assigned = False
         self.metadata.all_topics = False
         self._apply_assignment(set())
+
+    def unsubscribe_in_background(self) -> "asyncio.Future[None]":
+        """:meth:`unsubscribe` as a task (the asyncio consumer's non-blocking ``unsubscribe()``);
+        without a group to leave it is done at once."""
+        self._check_open()
+        if self.group is None or not self.group.managed:
+            self._clear_subscription()
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        if self.unsubscribing is None or self.unsubscribing.done():
+            self.unsubscribing = asyncio.get_running_loop().create_task(self.unsubscribe())
+        return self.unsubscribing
+
+    async def _await_unsubscribe(self) -> None:
+        task = self.unsubscribing
+        if task is not None:
+            self.unsubscribing = None
+            await asyncio.gather(task, return_exceptions=True)
 
     def subscription(self) -> set[str] | None:
         if self.subscribed_pattern is not None:
@@ -282,6 +481,9 @@ class ConsumerCore:
 
     def _on_metadata(self, view: ClusterView) -> None:
         if not self.subscribed_topics and self.subscribed_pattern is None:
+            return
+        if self.group is not None:
+            self.group.on_metadata()
             return
         wanted = self.membership.assignment(view, self.subscribed_topics, self.subscribed_pattern,
                                             self.settings.exclude_internal_topics)
@@ -309,6 +511,47 @@ class ConsumerCore:
         except Exception:
             log.exception("rebalance listener %s failed", name)
 
+    # -- the group's hooks (GroupMembership calls these) --------------------------------------
+    async def _invoke_listener(self, name: str, partitions: set[TopicPartition]) -> None:
+        listener = self.listener
+        if listener is None:
+            return
+        method = getattr(listener, name, None)
+        if method is None and name == "on_partitions_lost":
+            method = getattr(listener, "on_partitions_revoked", None)
+        if method is None:
+            return
+        try:
+            await self.callbacks.run(method, set(partitions))
+        except Exception:
+            log.exception("rebalance listener %s failed", name)
+
+    async def revoke_partitions(self, partitions: set[TopicPartition], lost: bool) -> None:
+        """The listener hears of it while the partitions are still assigned; then they go."""
+        await self._invoke_listener("on_partitions_lost" if lost else "on_partitions_revoked", partitions)
+        for tp in partitions:
+            self.partitions.pop(tp, None)
+        if self.fetcher is not None:
+            self.fetcher.wake()
+
+    async def assign_partitions(self, partitions: set[TopicPartition]) -> None:
+        """New partitions start from their committed offsets (else ``auto_offset_reset``)."""
+        for tp in sorted(partitions):
+            if tp not in self.partitions:
+                self.partitions[tp] = PartitionState(tp)
+        await self._invoke_listener("on_partitions_assigned", partitions)
+        if self.fetcher is not None:
+            self.fetcher.wake()
+
+    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The positions (next offsets to read) of ``partitions`` that have one, as commit offsets."""
+        result = {}
+        for tp in partitions:
+            state = self.partitions.get(tp)
+            if state is not None and state.position is not None:
+                result[tp] = OffsetAndMetadata(state.position, "", state.leader_epoch)
+        return result
+
     def _state(self, tp: Any) -> PartitionState:
         state = self.partitions.get(TopicPartition(*tp)) if isinstance(tp, tuple) else None
         if state is None:
@@ -320,6 +563,13 @@ class ConsumerCore:
         missing = [state for state in self.partitions.values() if state.position is None]
         if not missing:
             return
+        if self.group is not None:
+            fresh = [state for state in missing if state.reset_strategy is None]
+            if fresh:
+                await self._positions_from_committed(fresh, timeout_ms)
+                missing = [state for state in self.partitions.values() if state.position is None]
+                if not missing:
+                    return
         by_strategy: dict[int, list[PartitionState]] = {}
         for state in missing:
             strategy = state.reset_strategy or self.settings.auto_offset_reset
@@ -340,6 +590,20 @@ class ConsumerCore:
                     state.seek(offset)
         if self.fetcher is not None:
             self.fetcher.wake()
+
+    async def _positions_from_committed(self, states: list[PartitionState], timeout_ms: float | None) -> None:
+        assert self.group is not None
+        generations = {state.tp: state.generation for state in states}
+        committed = await self.group.committed([state.tp for state in states],
+                                               timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+        for tp, value in committed.items():
+            state = self.partitions.get(tp)
+            if state is None or state.position is not None or state.generation != generations.get(tp):
+                continue
+            if value.offset >= 0:
+                state.seek(value.offset)
+            else:
+                state.reset_strategy = self.settings.auto_offset_reset
 
     async def position(self, tp: Any, timeout_ms: float | None = None) -> int:
         self._check_open()
@@ -393,24 +657,52 @@ class ConsumerCore:
             raise ConfigError("max_records must be positive")
         deadline = time.monotonic() + max(0.0, timeout_ms) / 1000
         assert self.fetcher is not None
-        while True:
-            error = pending_errors(self.partitions.values())
-            if error is not None:
-                raise error
-            await self._resolve_positions()
-            records = self._take(limit, partitions)
-            if records:
-                self.fetcher.wake()
-                return records
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return {}
-            self.fetcher.data_ready.clear()
-            self.fetcher.wake()
-            try:
-                await asyncio.wait_for(self.fetcher.data_ready.wait(), timeout=remaining)
-            except asyncio.TimeoutError:
-                pass
+        await self._poll_started()
+        try:
+            while True:
+                await self._group_step(deadline)
+                error = pending_errors(self.partitions.values())
+                if error is not None:
+                    raise error
+                await self._resolve_positions()
+                records = self._take(limit, partitions)
+                if records:
+                    self.fetcher.wake()
+                    return records
+                if not await self._wait_for_data(deadline):
+                    return {}
+        finally:
+            self._poll_finished()
+
+    async def _poll_started(self) -> None:
+        await self._await_unsubscribe()
+        if self.group is not None:
+            self.group.poll_started()
+        await self.run_commit_callbacks()
+
+    def _poll_finished(self) -> None:
+        if self.group is not None:
+            self.group.poll_finished()
+
+    async def _group_step(self, deadline: float) -> None:
+        if self.group is not None:
+            await self.group.poll(deadline)
+
+    async def _wait_for_data(self, deadline: float) -> bool:
+        """Wait until data (or group news) may be there; False once ``deadline`` passed."""
+        assert self.fetcher is not None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self.fetcher.data_ready.clear()
+        if self.group is not None and self.group.has_news():
+            return True
+        self.fetcher.wake()
+        try:
+            await asyncio.wait_for(self.fetcher.data_ready.wait(), timeout=remaining)
+        except asyncio.TimeoutError:
+            pass
+        return True
 
     def _take(self, limit: int, only: Sequence[TopicPartition] | None) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
@@ -439,27 +731,25 @@ class ConsumerCore:
         deadline = time.monotonic() + max(0.0, timeout_ms) / 1000
         assert self.fetcher is not None
         settings = self.settings
-        while True:
-            error = pending_errors(self.partitions.values())
-            if error is not None:
-                raise error
-            await self._resolve_positions()
-            out: list[FetchedBatch] = []
-            for state in self.partitions.values():
-                if state.buffered and not state.paused and state.position is not None:
-                    out.extend(take_batches(state, settings.key_deserializer, settings.value_deserializer))
-            if out:
-                self.fetcher.wake()
-                return out
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return out
-            self.fetcher.data_ready.clear()
-            self.fetcher.wake()
-            try:
-                await asyncio.wait_for(self.fetcher.data_ready.wait(), timeout=remaining)
-            except asyncio.TimeoutError:
-                pass
+        await self._poll_started()
+        try:
+            while True:
+                await self._group_step(deadline)
+                error = pending_errors(self.partitions.values())
+                if error is not None:
+                    raise error
+                await self._resolve_positions()
+                out: list[FetchedBatch] = []
+                for state in self.partitions.values():
+                    if state.buffered and not state.paused and state.position is not None:
+                        out.extend(take_batches(state, settings.key_deserializer, settings.value_deserializer))
+                if out:
+                    self.fetcher.wake()
+                    return out
+                if not await self._wait_for_data(deadline):
+                    return out
+        finally:
+            self._poll_finished()
 
     # -- offsets ------------------------------------------------------------------------------
     async def offsets_for_times(self, timestamps: dict[Any, int],
@@ -495,12 +785,63 @@ class ConsumerCore:
             view = await self.metadata.refresh([topic], allow_auto_create=False)
         return view.partitions_for(topic)
 
-    def group_operation(self, name: str) -> GroupCoordinatorUnsupportedError:
-        if self.settings.group_id is None:
-            return GroupCoordinatorUnsupportedError(f"{name}() needs a group_id (and consumer groups, coming next)")
-        return GroupCoordinatorUnsupportedError(
-            f"{name}() needs the group coordinator of group {self.settings.group_id!r}; consumer groups are "
-            "not available yet")
+    # -- committed offsets ---------------------------------------------------------------------
+    def _require_group(self, name: str) -> GroupMembership:
+        self._check_open()
+        if self.group is None:
+            raise GroupCoordinatorUnsupportedError(f"{name}() needs a group_id: a consumer without one has no "
+                                                   "group coordinator to store offsets")
+        return self.group
+
+    def _commit_offsets(self, offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is None:
+            return self.positions(set(self.partitions))
+        return _offsets_arg(offsets)
+
+    async def commit(self, offsets: Any, timeout_ms: float | None) -> None:
+        """Commit ``offsets`` (default: the positions of every assigned partition) and wait."""
+        group = self._require_group("commit")
+        chosen = self._commit_offsets(offsets)
+        await self.run_commit_callbacks()
+        await group.commit(chosen, timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+
+    def commit_in_background(self, offsets: Any,
+                             callback: Callable[..., Any] | None) -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+        """Start a commit; ``callback(offsets, error_or_None)`` runs at the next poll/commit/close."""
+        group = self._require_group("commit_async")
+        chosen = self._commit_offsets(offsets)
+        callback = callback or self.settings.default_offset_commit_callback
+
+        async def commit() -> dict[TopicPartition, OffsetAndMetadata]:
+            try:
+                await group.commit(chosen, self.settings.request_timeout_ms)
+            except BaseException as exc:
+                if callback is not None and isinstance(exc, Exception):
+                    self.commit_callbacks.append((callback, chosen, exc))
+                raise
+            if callback is not None:
+                self.commit_callbacks.append((callback, chosen, None))
+            return chosen
+
+        task = asyncio.get_running_loop().create_task(commit())
+        task.add_done_callback(_consume_task_error)
+        return task
+
+    async def run_commit_callbacks(self) -> None:
+        while self.commit_callbacks:
+            callback, offsets, error = self.commit_callbacks.popleft()
+            try:
+                await self.callbacks.run(callback, offsets, error)
+            except Exception:
+                log.exception("offset commit callback failed")
+
+    async def committed(self, tp: Any, timeout_ms: float | None) -> OffsetAndMetadata | None:
+        group = self._require_group("committed")
+        (chosen,) = _partitions_arg([tp])
+        answers = await group.committed([chosen], timeout_ms if timeout_ms is not None
+                                        else self.settings.request_timeout_ms)
+        value = answers.get(chosen)
+        return value if value is not None and value.offset >= 0 else None
 
 
 # --- the blocking consumer ----------------------------------------------------------------------
@@ -513,8 +854,9 @@ class KafkaConsumer:
         self.config = dict(options)
         self._settings = ConsumerSettings.from_options(options)
         self._loop = LoopThread(f"kafkalite-consumer-{self._settings.client_id}")
+        self._callbacks = CallerThreadCallbacks(self._loop)
         try:
-            self._core = ConsumerCore(self._settings)
+            self._core = ConsumerCore(self._settings, self._callbacks)
             self._loop.run(self._core.start())
         except BaseException:
             self._loop.stop()
@@ -540,18 +882,28 @@ class KafkaConsumer:
         return self._loop.call(self._core.subscription)
 
     def unsubscribe(self) -> None:
-        self._loop.call(self._core.unsubscribe)
+        self._call(self._core.unsubscribe())
         self._iterator_buffer = []
+
+    def _call(self, coroutine: Any) -> Any:
+        """Run a core coroutine; rebalance listener and commit callbacks run on this thread."""
+        if self._closed:
+            coroutine.close()
+            raise IllegalStateError("the consumer is closed")
+        return self._callbacks.call(coroutine)
 
     # -- reading --
     def poll(self, timeout_ms: float = 0, max_records: int | None = None,
              update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records fetched so far (up to ``max_records``), waiting up to ``timeout_ms`` for some."""
-        return self._loop.run(self._core.poll(timeout_ms, max_records))
+        """Records fetched so far (up to ``max_records``), waiting up to ``timeout_ms`` for some.
+
+        With a ``group_id`` and a subscription, poll also joins the group and runs rebalances
+        (the listener is called from here, on this thread)."""
+        return self._call(self._core.poll(timeout_ms, max_records))  # type: ignore[no-any-return]
 
     def poll_batches(self, timeout_ms: float = 0) -> list[FetchedBatch]:
         """The bulk path: whole prefetched record batches (``.values()`` / ``.records()``)."""
-        return self._loop.run(self._core.poll_batches(timeout_ms))
+        return self._call(self._core.poll_batches(timeout_ms))  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -621,24 +973,53 @@ class KafkaConsumer:
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         return self._loop.run(self._core.partitions_for_topic(topic))
 
-    # -- group operations (next issue) --
-    def commit(self, offsets: Any = None, timeout_ms: float | None = None) -> None:
-        raise self._core.group_operation("commit")
+    # -- committed offsets --
+    def commit(self, offsets: dict[TopicPartition, Any] | None = None, timeout_ms: float | None = None) -> None:
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata | int}; default: the positions of
+        every assigned partition) and wait. CommitFailedError when the group rebalanced meanwhile."""
+        self._call(self._core.commit(offsets, timeout_ms))
 
-    def commit_async(self, offsets: Any = None, callback: Any = None) -> None:
-        raise self._core.group_operation("commit_async")
+    def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
+                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
+                     ) -> "concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]":
+        """Start a commit without waiting. ``callback(offsets, exception_or_None)`` runs on this
+        thread at the next poll(), commit() or close(); the returned future resolves to the offsets."""
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+
+        async def start() -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+            return self._core.commit_in_background(offsets, callback)
+
+        task = self._loop.run(start())
+        result: concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]] = concurrent.futures.Future()
+
+        def relay(done: "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]") -> None:
+            if done.cancelled():
+                result.cancel()
+            elif done.exception() is not None:
+                result.set_exception(done.exception())  # type: ignore[arg-type]
+            else:
+                result.set_result(done.result())
+
+        self._loop.call_soon(task.add_done_callback, relay)
+        return result
 
     def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: float | None = None) -> Any:
-        raise self._core.group_operation("committed")
+        """The committed offset of ``partition`` (an OffsetAndMetadata with ``metadata=True``), or None."""
+        value = self._call(self._core.committed(partition, timeout_ms))
+        if value is None:
+            return None
+        return value if metadata else value.offset
 
     # -- lifecycle --
     def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
+        """Commit (auto-commit on and ``autocommit``), call the listener, leave the group, stop."""
         if self._closed:
             return
-        self._closed = True
         try:
-            self._loop.run(self._core.close())
+            self._callbacks.call(self._core.close(autocommit))
         finally:
+            self._closed = True
             self._finalizer()
 
     def bootstrap_connected(self) -> bool:
@@ -658,6 +1039,11 @@ def _stop_loop(loop: LoopThread) -> None:
     loop.stop()
 
 
+def _consume_task_error(task: "asyncio.Task[Any]") -> None:
+    if not task.cancelled():
+        task.exception()  # reported through the callback / the caller's future, not as "never retrieved"
+
+
 # --- the asyncio consumer -----------------------------------------------------------------------
 
 
@@ -668,7 +1054,7 @@ class AIOKafkaConsumer:
 
     def __init__(self, *topics: str, **options: Any) -> None:
         self._settings = ConsumerSettings.from_options(options)
-        self._core = ConsumerCore(self._settings)
+        self._core = ConsumerCore(self._settings, CallbackRunner())
         self._topics = list(topics)
         self._started = False
         self._buffer: list[ConsumerRecord] = []
@@ -682,8 +1068,9 @@ class AIOKafkaConsumer:
         if self._topics:
             self._core.subscribe(self._topics)
 
-    async def stop(self) -> None:
-        await self._core.close()
+    async def stop(self, autocommit: bool = True) -> None:
+        """Commit (auto-commit), call the listener, leave the group, stop."""
+        await self._core.close(autocommit)
 
     close = stop
 
@@ -699,9 +1086,11 @@ class AIOKafkaConsumer:
     def subscription(self) -> set[str] | None:
         return self._core.subscription()
 
-    def unsubscribe(self) -> None:
-        self._core.unsubscribe()
+    def unsubscribe(self) -> "asyncio.Future[None]":
+        """Drop the subscription; a group member revokes, commits and leaves in the background
+        (the returned task; the next poll or stop waits for it)."""
         self._buffer = []
+        return self._core.unsubscribe_in_background()
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: float = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
@@ -785,11 +1174,23 @@ class AIOKafkaConsumer:
     async def partitions_for_topic(self, topic: str) -> set[int] | None:
         return await self._core.partitions_for_topic(topic)
 
-    async def commit(self, offsets: Any = None) -> None:
-        raise self._core.group_operation("commit")
+    async def commit(self, offsets: dict[TopicPartition, Any] | None = None, timeout_ms: float | None = None) -> None:
+        """Commit ``offsets`` (default: the positions of every assigned partition) and wait."""
+        await self._core.commit(offsets, timeout_ms)
 
-    async def committed(self, partition: TopicPartition) -> Any:
-        raise self._core.group_operation("committed")
+    def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
+                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
+                     ) -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+        """Start a commit; ``callback`` runs at the next getmany()/commit()/stop()."""
+        return self._core.commit_in_background(offsets, callback)
+
+    async def committed(self, partition: TopicPartition, metadata: bool = False,
+                        timeout_ms: float | None = None) -> Any:
+        """The committed offset of ``partition`` (an OffsetAndMetadata with ``metadata=True``), or None."""
+        value = await self._core.committed(partition, timeout_ms)
+        if value is None:
+            return None
+        return value if metadata else value.offset
 
     async def __aenter__(self) -> "AIOKafkaConsumer":
         await self.start()

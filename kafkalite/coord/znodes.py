@@ -444,8 +444,16 @@ class TopicAssignment(ZNodePayload):
 
     partitions: dict[int, list[int]]
     topic_id: str
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name in ("adding_replicas", "removing_replicas"):
+            moving = getattr(self, name)
+            if not isinstance(moving, Mapping):
+                raise ValueError(f"{name} must be a mapping")
+            object.__setattr__(self, name, {int(partition): _distinct_ids(brokers, f"{name} of {partition}")
+                                            for partition, brokers in sorted(moving.items()) if brokers})
         if not isinstance(self.partitions, Mapping) or not self.partitions:
             raise ValueError(f"partitions must be a non-empty mapping, got {self.partitions!r}")
         normalised: dict[int, list[int]] = {}
@@ -467,17 +475,22 @@ class TopicAssignment(ZNodePayload):
 
     def _document(self) -> dict[str, Any]:
         return {"partitions": {str(p): list(r) for p, r in self.partitions.items()},
+                "adding_replicas": {str(p): list(r) for p, r in self.adding_replicas.items()},
+                "removing_replicas": {str(p): list(r) for p, r in self.removing_replicas.items()},
                 "topic_id": self.topic_id}
 
     @classmethod
     def _parse(cls, fields: _Fields) -> TopicAssignment:
-        raw = fields.object("partitions")
-        partitions: dict[int, list[int]] = {}
-        for key, replicas in raw.items():
-            if not (key.isascii() and key.isdigit()):
-                raise ValueError(f"partition key {key!r} is not a partition id")
-            partitions[int(key)] = _integer_list(replicas, f"replicas of partition {key}")
-        return cls(partitions=partitions, topic_id=fields.string("topic_id"))
+        def partition_map(name: str) -> dict[int, list[int]]:
+            result: dict[int, list[int]] = {}
+            for key, replicas in fields.object(name).items():
+                if not (key.isascii() and key.isdigit()):
+                    raise ValueError(f"partition key {key!r} is not a partition id")
+                result[int(key)] = _integer_list(replicas, f"{name} of partition {key}")
+            return result
+        return cls(partitions=partition_map("partitions"), topic_id=fields.string("topic_id"),
+                   adding_replicas=partition_map("adding_replicas") if fields.has("adding_replicas") else {},
+                   removing_replicas=partition_map("removing_replicas") if fields.has("removing_replicas") else {})
 
 
 @dataclass(frozen=True)

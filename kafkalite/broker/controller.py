@@ -316,6 +316,8 @@ class Controller:
                 await self._write_state(info, leader, state.leader_epoch + 1,
                                         [broker for broker in state.isr if broker in target])
                 continue
+            if any(broker not in target for broker in state.isr):
+                continue  # the ISR must hold only target replicas before they become the set
             if await self._write_replicas(topic, number, list(target), adding=[], removing=[]):
                 log.info("controller: reassignment of %s-%d to %s completed", topic, number, target)
                 finished.append(key)

@@ -70,6 +70,7 @@ class Partition:
         self.state_version = -1
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: list[int] | None = None
+        self.removing: set[int] = set()
         self.producer_state = ProducerStateManager()
         self._data_waiters: list[asyncio.Future[None]] = []
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -151,9 +152,11 @@ class Partition:
         self._fail_ack_waiters(NotLeaderForPartitionError(f"{self.name}: has no leader"))
         self._wake_data_waiters()
 
-    def update_assignment(self, replicas: list[int]) -> None:
-        """The replica set changed (reassignment): track new followers, forget removed ones."""
+    def update_assignment(self, replicas: list[int], removing: list[int] | None = None) -> None:
+        """The replica set changed (reassignment): track new followers, forget removed ones.
+        Replicas being removed never (re)join the ISR."""
         self.replicas = list(replicas)
+        self.removing = set(removing or ())
         if self.is_leader:
             for replica in replicas:
                 if replica != self.broker_id and replica not in self.followers:
@@ -289,7 +292,7 @@ class Partition:
             return []
         epoch_start = self._current_epoch_start()
         return [replica for replica, state in sorted(self.followers.items())
-                if replica not in self.isr and replica in self.replicas
+                if replica not in self.isr and replica in self.replicas and replica not in self.removing
                 and state.log_end_offset >= self.high_watermark and state.log_end_offset >= epoch_start]
 
     def isr_shrink_candidates(self, lag_time_ms: int) -> list[int]:
@@ -300,6 +303,9 @@ class Partition:
         result = []
         for replica in self.isr:
             if replica == self.broker_id:
+                continue
+            if replica not in self.replicas:
+                result.append(replica)  # reassigned away: it has no place in the ISR
                 continue
             state = self.followers.get(replica)
             if state is None:

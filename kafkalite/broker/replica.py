@@ -129,7 +129,7 @@ class ReplicaManager:
                 and self.broker_id in info.replicas):
             # An ISR (or replica set) change of a partition we already lead: apply it at once,
             # so the cache and the partition never disagree.
-            partition.update_assignment(info.replicas)
+            partition.update_assignment(info.replicas, info.removing)
             partition.update_isr(state.isr, info.state_version)
             return
         asyncio.get_running_loop().create_task(self._apply(info))
@@ -170,12 +170,13 @@ class ReplicaManager:
             return
         if state.leader == self.broker_id:
             if partition.role is Role.LEADER and partition.leader_epoch == state.leader_epoch:
-                partition.update_assignment(info.replicas)
+                partition.update_assignment(info.replicas, info.removing)
                 partition.update_isr(state.isr, info.state_version)
             else:
                 self.fetchers.remove_partition(partition)
                 partition.make_leader(state.leader_epoch, state.isr, info.replicas, info.state_version,
                                       state.controller_epoch)
+                partition.update_assignment(info.replicas, info.removing)
                 for listener in self.leadership_listeners:
                     listener(partition)
         elif state.leader >= 0:

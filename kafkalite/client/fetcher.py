@@ -46,7 +46,14 @@ from kafkalite.errors import (
     KafkaTimeoutError,
     OffsetOutOfRangeError,
 )
-from kafkalite.record.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, RecordBatch, decode_varint
+from kafkalite.record.batch import (
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    RecordBatch,
+    decode_uniform_values,
+    decode_varint,
+)
 from kafkalite.record.codec import COMPRESSION_MASK, decompress
 from kafkalite.transport import AsyncTransport, check_answer
 
@@ -199,6 +206,9 @@ def _decode_headers(data: bytes, position: int, count: int,
 def decode_values(batch: RecordBatch) -> list[bytes | None]:
     """Every record's value, in order (the bulk path: no offsets, keys or headers kept)."""
     data = _payload(batch)
+    uniform = decode_uniform_values(data, batch.record_count)
+    if uniform is not None:  # the common bulk shape, decoded and verified in C-level passes
+        return uniform  # type: ignore[return-value]
     values: list[bytes | None] = []
     append = values.append
     position = 0

@@ -19,6 +19,7 @@ from kafkalite.record.batch import (
     crc32c,
     decode_all,
     decode_varint,
+    encode_record,
     encode_varint,
     iter_batches,
     stamp_batch,
@@ -244,3 +245,27 @@ def test_garbage_inside_compressed_payload_is_corrupt() -> None:
     struct.pack_into(">I", damaged, 17, crc)
     with pytest.raises(CorruptRecordError):
         RecordBatch(damaged).records()
+
+
+@pytest.mark.parametrize("count", [1, 2, 63, 64, 65, 1000, 8193])
+def test_uniform_fast_paths_match_the_general_codec(count: int) -> None:
+    from kafkalite.record.batch import decode_uniform_values
+
+    values = [bytes([index % 251]) * 37 for index in range(count)]
+    encoded = build_batch(values, timestamps=99)
+    general = b"".join(encode_record(index, 0, None, value) for index, value in enumerate(values))
+    assert encoded[HEADER_SIZE:] == general  # the uniform encoder writes the same bytes
+    assert decode_uniform_values(encoded[HEADER_SIZE:], count) == values
+    assert [record.value for record in RecordBatch(encoded).records()] == values
+
+
+def test_uniform_decoder_declines_other_shapes() -> None:
+    from kafkalite.record.batch import decode_uniform_values
+
+    mixed = build_batch([b"a", b"bb", b"c"], timestamps=1)
+    keyed = build_batch([b"a", b"b"], keys=[b"k", b"k"], timestamps=1)
+    stamped = build_batch([b"a", b"b"], timestamps=[1, 2])
+    with_headers = build_batch([b"a", b"b"], timestamps=1, headers=[[("h", b"1")], []])
+    for data, count in ((mixed, 3), (keyed, 2), (stamped, 2), (with_headers, 2)):
+        assert decode_uniform_values(data[HEADER_SIZE:], count) is None
+    assert decode_uniform_values(build_batch([b"a"] * 5, timestamps=1)[HEADER_SIZE:], 4) is None

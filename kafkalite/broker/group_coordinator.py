@@ -402,7 +402,7 @@ class GroupCoordinator:
             member.is_new = False
             if group.leader_id == old.member_id:
                 group.leader_id = new_id
-            if group.state is GroupState.STABLE and old.protocols == protocols:
+            if group.state is GroupState.STABLE and group.protocol_name in {name for name, _ in protocols}:
                 # A restarting static member: no rebalance; it gets its previous assignment back.
                 await self._write_group(group)
                 log.info("group %s: static member %s rejoined as %s without a rebalance", group.group_id,

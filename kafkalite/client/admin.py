@@ -35,8 +35,8 @@ groups it coordinates):
 * ``delete_consumer_groups(group_ids)`` → ``[(group_id, None | error)]`` (NON_EMPTY_GROUP,
   GROUP_ID_NOT_FOUND... as instances, never raised);
 * ``consumer_group_lag(group_id, partitions=None)`` → ``{TopicPartition: PartitionLag(committed,
-  log_end_offset, lag)}``: log end = the high watermark, lag = high watermark − committed
-  (None without a committed offset).
+  log_end_offset, lag)}`` for every partition with a committed offset plus ``partitions``: log
+  end = the high watermark, lag = high watermark − committed (None without a committed offset).
 
 Errors: with ``raise_errors=True`` (the default, as in kafka-python) the first per-item error is
 raised as the named kafkalite error — TopicAlreadyExistsError, UnknownTopicOrPartitionError,
@@ -517,8 +517,9 @@ class AdminCore:
 
     async def consumer_group_lag(self, group_id: str,
                                  partitions: Sequence[Any] | None) -> dict[TopicPartition, PartitionLag]:
-        committed = await self.list_consumer_group_offsets(group_id, partitions)
-        wanted = sorted({*committed, *(TopicPartition(*tp) for tp in partitions or [])})
+        committed = await self.list_consumer_group_offsets(group_id, None)
+        wanted = sorted({*(tp for tp, value in committed.items() if value.offset >= 0),
+                         *(TopicPartition(*tp) for tp in partitions or [])})
         if not wanted:
             return {}
         ends = await self.list_offsets({tp: protocol.LATEST_TIMESTAMP for tp in wanted}, None, 0)

@@ -1,19 +1,28 @@
 """Consumers: :class:`KafkaConsumer` (kafka-python's API, blocking) and :class:`AIOKafkaConsumer`
 (aiokafka's shape, asyncio), both thin front-ends over one :class:`ConsumerCore`.
 
-Standalone for now: ``assign()`` takes explicit partitions; ``subscribe(topics | pattern)``
-assigns *every* partition of the matching topics, like a group with one member, and follows
-topics and partitions as they appear (:class:`StandaloneMembership`). That class is the seam
-where consumer-group membership (the next issue) plugs in: a membership decides the assignment
-and calls the rebalance listener. With a ``group_id`` everything that needs no coordinator works
-(positions then start from ``auto_offset_reset``); what does need it — ``commit()``,
-``commit_async()``, ``committed()`` — raises GroupCoordinatorUnsupportedError, and auto-commit
-is not done (a warning says so once).
+Assignment: ``assign()`` takes explicit partitions. ``subscribe(topics | pattern, listener=)``
+without a ``group_id`` assigns *every* partition of the matching topics and follows topics and
+partitions as they appear (:class:`StandaloneMembership`); with a ``group_id`` the consumer joins
+the consumer group and the group's leader decides (:class:`~kafkalite.client.group.GroupMembership`:
+join/sync inside ``poll()``, background heartbeats, rebalance listener, commits). Positions of
+newly assigned partitions start from the group's committed offsets when there is a ``group_id``
+(also with ``assign()``), else from ``auto_offset_reset``.
 
 Options are kafka-python's (defaults: ``auto_offset_reset='latest'``, ``fetch_min_bytes=1``,
 ``fetch_max_wait_ms=500``, ``fetch_max_bytes=52428800``, ``max_partition_fetch_bytes=1048576``,
 ``max_poll_records=500``, ``check_crcs=True``, ``isolation_level='read_uncommitted'``,
 ``consumer_timeout_ms`` = forever for iteration). Deserializers are not called for ``None``.
+Group options, with current Kafka's defaults: ``session_timeout_ms=45000`` (kafka-python still
+says 10000, Kafka's default before 3.0), ``heartbeat_interval_ms=3000`` (must be below the
+session timeout), ``max_poll_interval_ms=300000`` (sent as the rebalance timeout unless
+``rebalance_timeout_ms`` is given; a member that does not poll within it leaves the group),
+``partition_assignment_strategy=[RangeAssignor, CooperativeStickyAssignor]`` (classes,
+instances or names; the rebalance protocol is cooperative only when every strategy is),
+``group_instance_id=None`` (static membership: no LeaveGroup on close, a restart within the
+session timeout gets its partitions back without a rebalance), ``enable_auto_commit=True`` with
+``auto_commit_interval_ms=5000`` (committed at poll time, before partitions are revoked and on
+close), ``default_offset_commit_callback``.
 
 Reading: :meth:`KafkaConsumer.poll` returns ``{TopicPartition: [ConsumerRecord]}`` (at most
 ``max_records``) from data the background fetcher (:mod:`kafkalite.client.fetcher`) already
@@ -21,9 +30,18 @@ prefetched, waiting up to ``timeout_ms`` when there is none; iteration yields re
 one. The bulk path :meth:`KafkaConsumer.poll_batches` hands out whole record batches
 (:class:`~kafkalite.client.fetcher.FetchedBatch`: ``values()`` decodes only the values, fast).
 
+Offsets: ``commit(offsets=None)`` (default: every assigned partition's position) waits;
+``commit_async(offsets, callback)`` does not (the callback runs at the next poll, commit or
+close); ``committed(tp)``. ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID raise CommitFailedError (the
+group rebalanced without this member; the next poll rejoins). Without a ``group_id`` these
+calls raise GroupCoordinatorUnsupportedError.
+
 Concurrency: the core lives on one event loop (a KafkaConsumer's private loop thread, the
-caller's loop for AIOKafkaConsumer); KafkaConsumer methods hop onto it. Like kafka-python's,
-a consumer is meant for one thread.
+caller's loop for AIOKafkaConsumer); KafkaConsumer methods hop onto it. User callbacks
+(rebalance listener, commit callbacks) go through a :class:`CallbackRunner`: on the loop for
+AIOKafkaConsumer (coroutine methods are awaited), on the thread blocked in ``poll()`` /
+``close()`` for KafkaConsumer (:class:`CallerThreadCallbacks`), so a listener may call the
+consumer. Like kafka-python's, a consumer is meant for one thread.
 """
 
 from __future__ import annotations

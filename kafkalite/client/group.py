@@ -488,9 +488,9 @@ class GroupMembership:
             return
         if self.leader_id is not None and self.leader_id == self.member_id:
             for topic, count in self.leader_snapshot.items():
-                known = view.partitions.get(topic)
-                if known is not None and len(known) != count:
-                    self.request_rejoin(f"topic {topic} now has {len(known)} partitions")
+                known = len(view.partitions.get(topic) or ())
+                if known != count:
+                    self.request_rejoin(f"topic {topic} now has {known} partitions (the assignment used {count})")
                     return
 
     # -- the poll step -----------------------------------------------------------------------
@@ -698,7 +698,7 @@ class GroupMembership:
             raise _RetryJoin(f"metadata for the assignment: {exc}", backoff=True) from exc
         partitions_per_topic = {topic: len(view.partitions[topic]) for topic in topics if view.partitions.get(topic)}
         plan = assignor.assign(partitions_per_topic, subscriptions)
-        self.leader_snapshot = dict(partitions_per_topic)
+        self.leader_snapshot = {topic: partitions_per_topic.get(topic, 0) for topic in topics}
         log.info("group %s: leader %s assigned %d partitions of %d topics to %d members with %s", self.group_id,
                  self.member_id, sum(partitions_per_topic.values()), len(partitions_per_topic), len(subscriptions),
                  assignor.name)

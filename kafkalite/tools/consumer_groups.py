@@ -189,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--reset-offsets needs --topic or --all-topics")
         if arguments.topic and arguments.all_topics:
             raise UsageError("--topic and --all-topics cannot be combined")
+        for text in arguments.topic or []:
+            parse_topic_argument(text)
+        if arguments.to_datetime is not None:
+            parse_datetime_ms(arguments.to_datetime)
     elif arguments.topic or arguments.all_topics:
         if not arguments.delete:
             raise UsageError("--topic and --all-topics only go with --reset-offsets")

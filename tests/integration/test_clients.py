@@ -425,7 +425,7 @@ def test_offset_out_of_range_applies_the_reset_policy(api: Any, cluster: BrokerC
     assert latest.position(tp) == 10
 
 
-def test_subscribe_without_group_and_group_operations(api: Any, cluster: BrokerCluster) -> None:
+def test_pattern_subscription_in_a_group(api: Any, cluster: BrokerCluster) -> None:
     prefix = f"pat{uuid.uuid4().hex[:6]}"
     first = new_topic(cluster, prefix, partitions=2, replication_factor=1)
     second = new_topic(cluster, prefix, partitions=1, replication_factor=1)
@@ -435,8 +435,8 @@ def test_subscribe_without_group_and_group_operations(api: Any, cluster: BrokerC
     while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
         consumer.poll(timeout_ms=100)
     assert consumer.assignment() == {TopicPartition(first, 0), TopicPartition(first, 1), TopicPartition(second, 0)}
-    with pytest.raises(errors.GroupCoordinatorUnsupportedError):
-        consumer.commit()
+    consumer.commit()  # a pattern subscription in a group commits its positions
+    assert consumer.committed(TopicPartition(first, 0)) is not None
     by_name = api.consumer(first, auto_offset_reset="earliest")
     assert by_name.subscription() == {first}
     producer = api.producer()
@@ -565,7 +565,6 @@ def test_seed_producer_snippet(cluster: BrokerCluster, capsys: pytest.CaptureFix
     assert "Sent to partition 0 at offset" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="consumer groups: next issue", raises=errors.GroupCoordinatorUnsupportedError)
 def test_seed_consumer_snippet(cluster: BrokerCluster) -> None:
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap,
                              value_serializer=lambda v: json.dumps(v).encode())

@@ -82,8 +82,11 @@ def measure_kill(cluster: Any, session_timeout_ms: int) -> tuple[float, float]:
         killed_at = time.monotonic()
         cluster.brokers[victim].kill()
         future = producer.send(TOPIC, b"after-kill")
-        elected = cluster.wait_for(lambda: (lambda leader: leader if leader not in (victim, -1) else None)(
-            _leader(cluster, observer)), session_timeout_ms / 1000 + 60, "a new leader")
+        def new_leader() -> int | None:
+            leader = _leader(cluster, observer)
+            return leader if leader not in (victim, -1) else None
+
+        elected = cluster.wait_for(new_leader, session_timeout_ms / 1000 + 60, "a new leader")
         elected_after = time.monotonic() - killed_at
         future.get(session_timeout_ms / 1000 + 120)
         available_after = time.monotonic() - killed_at
@@ -121,7 +124,7 @@ def measure_controlled_shutdown(cluster: Any, directory: Path, throughput: float
     window = [terminated_ms, *after]
     stall_after = max((later - earlier for earlier, later in zip(window, window[1:])), default=0.0) / 1000
     stall_overall = max((later - earlier for earlier, later in zip(times, times[1:])), default=0.0) / 1000
-    tool_data = next((event for event in events if event.get("name") == "tool_data"), {})
+    tool_data: dict[str, Any] = next((event for event in events if event.get("name") == "tool_data"), {})
     errors = sum(1 for event in events if event.get("name") == "producer_send_error")
     _restore(cluster, victim, observer)
     return int(tool_data.get("sent", len(times) + errors)), errors, stall_after, stall_overall, shutdown_seconds

@@ -91,6 +91,9 @@ class Broker:
         await self.zookeeper.ensure_paths(znodes.PERSISTENT_PATHS)
         cluster_id = await self._ensure_cluster_id()
         await asyncio.to_thread(self._check_meta_properties, cluster_id)
+        # Serve no partition before this process is registered: a previous incarnation's
+        # session may still hold the registration (and so the leadership) for a while.
+        self.replica_manager.fenced_reason = "the broker is not registered yet"
         await self.metadata.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
@@ -104,6 +107,7 @@ class Broker:
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         await self._register()
+        self.replica_manager.fenced_reason = None
         await asyncio.to_thread(self._write_meta_properties, cluster_id)
         self.zookeeper.add_session_listener(self._on_session_state)
         self.controller.enabled = True

@@ -444,6 +444,9 @@ class PartitionLog:
         with self._lock:
             self._ensure_open()
             if offset >= self.log_end_offset:
+                # Nothing to cut, but epochs that start at or after the target (a term this
+                # replica led without writing) are not in the log: forget them, as Kafka does.
+                self.epoch_cache.truncate_from_end(offset)
                 return self.log_end_offset
             if offset <= self.log_start_offset and offset < self.segments[0].base_offset:
                 self._truncate_fully_locked(offset)

@@ -23,7 +23,6 @@ the tool says so on standard error and exits 1 before consuming anything. It end
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading

@@ -391,3 +391,11 @@ def test_offset_index_lookup_matches_binary_search_on_skewed_offsets(tmp_path: P
         expected_index = bisect_right(offsets, target) - 1
         expected = (1000, 0) if expected_index < 0 else (1000 + offsets[expected_index], entries[expected_index][1])
         assert index.lookup(1000 + target) == expected, target
+
+
+def test_truncating_at_the_log_end_forgets_epochs_that_start_there(tmp_path: Path) -> None:
+    partition_log = open_log(tmp_path / "topic-0")
+    partition_log.append_as_leader(values_batch(0, 5), leader_epoch=0)
+    partition_log.epoch_cache.assign(3, partition_log.log_end_offset)  # led epoch 3 without writing
+    assert partition_log.truncate_to(5) == 5
+    assert partition_log.epoch_cache.entries == [(0, 0)]

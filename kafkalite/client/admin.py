@@ -380,6 +380,23 @@ class AdminCore:
         self.metadata.request_update()
         return result
 
+    async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int]]
+                                            ) -> dict[tuple[str, int], BrokerResponseError | None]:
+        body = {"partitions": [{"topic": topic, "partition": number, "replicas": list(replicas)}
+                               for (topic, number), replicas in targets.items()]}
+        answer = await self._call("POST", protocol.ALTER_PARTITION_REASSIGNMENTS, body)
+        result: dict[tuple[str, int], BrokerResponseError | None] = {}
+        for item in answer.get("partitions", []):
+            code = int(item.get("error_code", 0))
+            result[(str(item["topic"]), int(item["partition"]))] = \
+                protocol.error_for(code, str(item.get("message") or "")) if code else None
+        self.metadata.request_update()
+        return result
+
+    async def list_partition_reassignments(self) -> list[dict[str, Any]]:
+        answer = await self._call("POST", protocol.LIST_PARTITION_REASSIGNMENTS, {})
+        return list(answer.get("partitions", []))
+
     async def list_offsets(self, timestamps: dict[Any, int], timeout_ms: int | None,
                            isolation_level: int) -> dict[TopicPartition, OffsetAndTimestamp]:
         query = {TopicPartition(*tp): int(timestamp) for tp, timestamp in timestamps.items()}
@@ -591,6 +608,16 @@ class KafkaAdminClient:
 
     perform_leader_election = elect_leaders
 
+    def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int]]
+                                      ) -> dict[tuple[str, int], BrokerResponseError | None]:
+        """Move replicas: ``{(topic, partition): [target brokers]}``; per partition None or the
+        error that refused it. The controller carries the moves out in the background."""
+        return self._loop.run(self._core.alter_partition_reassignments(targets))
+
+    def list_partition_reassignments(self) -> list[dict[str, Any]]:
+        """Reassignments in progress: topic, partition, target_replicas, replicas, adding, removing, isr."""
+        return self._loop.run(self._core.list_partition_reassignments())
+
     def list_offsets(self, topic_partition_timestamps: dict[TopicPartition, int], timeout_ms: int | None = None,
                      isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, OffsetAndTimestamp]:
         """Offsets for timestamps, or for -2 (earliest), -1 (latest), -3 (max timestamp)."""
@@ -700,6 +727,13 @@ class AIOKafkaAdminClient:
     async def elect_leaders(self, election_type: Any = "preferred", topic_partitions: Sequence[Any] | None = None,
                             raise_errors: bool = True) -> dict[TopicPartition, str]:
         return await self._core.elect_leaders(topic_partitions, raise_errors)
+
+    async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int]]
+                                            ) -> dict[tuple[str, int], BrokerResponseError | None]:
+        return await self._core.alter_partition_reassignments(targets)
+
+    async def list_partition_reassignments(self) -> list[dict[str, Any]]:
+        return await self._core.list_partition_reassignments()
 
     async def list_offsets(self, topic_partition_timestamps: dict[TopicPartition, int], timeout_ms: int | None = None,
                            isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, OffsetAndTimestamp]:

@@ -91,3 +91,51 @@ def test_throttle_slows_the_copy(cluster: BrokerCluster) -> None:
     assert elapsed >= 2.0, f"2 MB at 500 kB/s finished in {elapsed:.1f} s: the throttle did not apply"
     cluster.call("POST", protocol.ALTER_CONFIGS, {"resources": [
         {"type": "broker", "name": "", "delete": ["follower.replication.throttled.rate"]}]})
+
+
+def test_reassign_partitions_tool(cluster: BrokerCluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import subprocess
+
+    from tests.support.cluster import ROOT
+
+    script = str(ROOT / "scripts" / "kafkalite-reassign-partitions.sh")
+    bootstrap = cluster.bootstrap
+    cluster.call("POST", protocol.CREATE_TOPICS, {"topics": [{"name": "tooling", "replica_assignment": {
+        "0": [1], "1": [1]}}]})
+    cluster.wait_in_sync("tooling")
+    for number in (0, 1):
+        assert produce(cluster, "tooling", number, [b"keep-me"] * 10).error_code == 0
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": "tooling"}]}))
+    generated = subprocess.run([script, "--bootstrap-server", bootstrap, "--generate", "--topics-to-move-json-file",
+                                str(topics_file), "--broker-list", "2,3"], capture_output=True, text=True, timeout=60)
+    assert generated.returncode == 0, generated.stderr
+    lines = generated.stdout.strip().splitlines()
+    assert lines[0] == "Current partition replica assignment" and "Proposed partition reassignment configuration" in lines
+    proposed = json.loads(lines[-1])
+    assert {entry["partition"] for entry in proposed["partitions"]} == {0, 1}
+    assert all(entry["replicas"][0] in (2, 3) for entry in proposed["partitions"])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tooling", "partition": 0, "replicas": [2, 3]},
+        {"topic": "tooling", "partition": 1, "replicas": [3, 2]}]}))
+    executed = subprocess.run([script, "--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file",
+                               str(plan), "--throttle", "10000000", "--wait", "--timeout", "60"],
+                              capture_output=True, text=True, timeout=90)
+    assert executed.returncode == 0, executed.stderr
+    assert "Successfully started partition reassignments for tooling-0,tooling-1" in executed.stdout
+    assert "Reassignment progress: 2/2 partitions completed" in executed.stdout
+    assert "Throttle was removed." in executed.stdout
+    verified = subprocess.run([script, "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file",
+                               str(plan)], capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 0
+    assert "Reassignment of partition tooling-0 is completed." in verified.stdout
+    assert [sorted(item["replicas"]) for item in cluster.partitions("tooling")] == [[2, 3], [2, 3]]
+    for item in cluster.partitions("tooling"):
+        records = decode_all(bytes(fetch(cluster, "tooling", item["partition"], 0, item["leader"]).records))
+        assert [record.value for record in records] == [b"keep-me"] * 10
+    bad = subprocess.run([script, "--bootstrap-server", bootstrap, "--execute"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "--reassignment-json-file is required" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -1,0 +1,95 @@
+"""README.md's commands run: the quick start (ZooKeeper + 3 brokers, produce/consume, a group
+with lag, then a stop that leaves no process), and every block marked ``readme-test``."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support.cluster import ROOT, BrokerCluster, free_port
+
+pytestmark = pytest.mark.integration
+README = (ROOT / "README.md").read_text()
+
+
+def marked_blocks(name: str) -> str:
+    match = re.search(rf"<!-- readme-test: {name} -->\s*```\w+\n(.*?)```", README, re.S)
+    assert match, f"README has no block marked {name}"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
+    brokers = BrokerCluster(tmp_path_factory.mktemp("readme"), f"{zookeeper.connect_string}/readme-{uuid.uuid4().hex[:8]}",
+                            size=3).start()
+    try:
+        yield brokers
+    finally:
+        brokers.stop()
+
+
+def test_tutorial_block_runs(cluster: BrokerCluster) -> None:
+    script = marked_blocks("tutorial").replace("localhost:9092", cluster.bootstrap.split(",")[0])
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Created topic orders." in result.stdout
+    assert "user1\tlogin" in result.stdout or "login" in result.stdout
+    assert "order-processing" in result.stdout
+    assert re.search(r"order-processing\s+orders\s+\d+\s+\d+\s+\d+\s+\d+", result.stdout), result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_python_block_runs(cluster: BrokerCluster) -> None:
+    code = marked_blocks("python").replace("localhost:9092", cluster.bootstrap)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "b'user1' b'login'" in result.stdout
+
+
+def test_quickstart_brings_up_a_cluster_and_stop_leaves_nothing(tmp_path: Path) -> None:
+    base = free_port()
+    while any(port_in_use(base + offset) for offset in range(4)):
+        base = free_port()
+    data = tmp_path / "cluster"
+    try:
+        result = subprocess.run([str(ROOT / "scripts" / "quickstart.sh"), "--base-port", str(base), "--data-dir",
+                                 str(data)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        output = result.stdout
+        assert "Created topic quickstart-events." in output or "quickstart-events" in output
+        assert "Processed a total of 5 messages" in result.stderr
+        assert re.search(r"quickstart-group\s+quickstart-events\s+\d+\s+\d+\s+\d+\s+\d+", output), output
+        status = subprocess.run([str(ROOT / "scripts" / "kafkalite-cluster.sh"), "status", "--data-dir", str(data)],
+                                capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0 and status.stdout.count("running") == 4
+    finally:
+        stopped = subprocess.run([str(ROOT / "scripts" / "kafkalite-cluster.sh"), "stop", "--data-dir", str(data)],
+                                 capture_output=True, text=True, timeout=180)
+    assert stopped.returncode == 0, stopped.stderr
+    leftovers = [pid for pid in os.listdir("/proc") if pid.isdigit() and str(data) in _cmdline(pid)]
+    for pid in leftovers:
+        os.kill(int(pid), signal.SIGKILL)
+    assert leftovers == []
+
+
+def port_in_use(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

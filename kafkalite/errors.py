@@ -464,6 +464,29 @@ class FencedInstanceIdError(BrokerResponseError):
     http_status = 409
 
 
+class PreferredLeaderNotAvailableError(BrokerResponseError):
+    errno = 80
+    message = "PREFERRED_LEADER_NOT_AVAILABLE"
+    description = "The preferred leader was not available."
+    http_status = 503
+    retriable = True
+
+
+class EligibleLeadersNotAvailableError(BrokerResponseError):
+    errno = 83
+    message = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    description = "Eligible topic partition leaders are not available."
+    http_status = 503
+    retriable = True
+
+
+class ElectionNotNeededError(BrokerResponseError):
+    errno = 84
+    message = "ELECTION_NOT_NEEDED"
+    description = "Leader election not needed for topic partition."
+    http_status = 409
+
+
 class InvalidRecordError(BrokerResponseError):
     errno = 87
     message = "INVALID_RECORD"

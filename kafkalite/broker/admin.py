@@ -205,6 +205,8 @@ class AdminService:
         default_dynamic = await self._read_config(znodes.broker_config_path(None))
         entries = []
         static = self._static_broker_configs()
+        for name in list(dynamic) + list(default_dynamic):
+            static.setdefault(name, "")  # dynamic-only settings show up too
         for name, value in sorted(static.items()):
             source = "STATIC_BROKER_CONFIG"
             if name in dynamic:

@@ -490,7 +490,7 @@ class Controller:
                 outcome[(topic, number)] = "PREFERRED_LEADER_NOT_AVAILABLE"
                 continue
             ok = await self._write_state(info, election.leader, info.state.leader_epoch + 1, election.isr)
-            outcome[(topic, number)] = "NONE" if ok else "ELECTION_FAILED"
+            outcome[(topic, number)] = "NONE" if ok else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
         return outcome
 
     async def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:

@@ -234,7 +234,7 @@ def decode_uniform_values(data: bytes | bytearray | memoryview, count: int) -> l
     position = 0
     # Records whose prefixes have equal length are equally spaced: take each run at once.
     for prefix_length, run in groupby(map(len, prefixes[:count])):
-        run_length = sum(1 for _ in run)
+        run_length = len(list(run))
         stride = prefix_length + value_length
         start = position + prefix_length
         stop = position + stride * run_length

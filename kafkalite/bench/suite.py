@@ -1,0 +1,685 @@
+"""The benchmark suite: the project's performance targets, measured in one command.
+
+``scripts/bench.sh`` → ``python -m kafkalite.bench.suite [--quick] [--only P1,P3] [--docs PATH |
+--no-docs] [--dir DIR]``. Scenarios (100-byte values throughout):
+
+* **P1** one producer, 1 broker, replication factor 1, acks=1: ``send()`` and the bulk
+  ``send_batch()`` (target ≥ 1,000,000 records/s);
+* **P2** one producer, 3 brokers, replication factor 3, acks=all, ``min.insync.replicas=2``:
+  ``send()`` and ``send_batch()`` (target ≥ 400,000 records/s);
+* **P3** one consumer reading 10 M records (``--quick``: 1 M) with ``poll_batches()``, and
+  fewer with ``poll()`` (target ≥ 1,000,000 records/s, the ``fetch.nMsg.sec`` column);
+* **P4** end-to-end latency at 10,000 records/s, acks=all, replication factor 3 (targets p50
+  ≤ 2 ms, p99 ≤ 5 ms, p99.9 ≤ 14 ms);
+* **P5** storage append and sequential fetch rate on a 5 GB log against a 5 MB log (target ≥
+  0.9×; ``--quick``: a 1 GB log), with the functions of :mod:`kafkalite.bench.storage`.
+
+P1–P4 run the command-line tools (``kafkalite.tools.producer_perf_test``,
+``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
+itself: one ZooKeeper, then 1 broker (P1, P3), then 3 brokers (P2, P4), all on free loopback
+ports under a temporary directory. Each tool run reports its wall time and the CPU seconds of
+the tool and of the brokers, so that a figure can be told client-bound or broker-bound.
+
+Output: progress on standard error, then ONE markdown table on standard output (scenario,
+figure, target, met/missed). A full run (every scenario, no ``--quick``) also writes the table,
+the date and the machine (nproc, CPU model, Python version) into ``docs/performance.md``
+between the markers of its "Benchmark suite" section (appending the section when missing);
+``--docs PATH`` writes any run to PATH, ``--no-docs`` writes nothing.
+
+Bounds: a time budget of 14 minutes (``--quick``: 170 s) of which P5's share is kept back
+while P1–P4 run; each tool run is also limited (4 minutes, ``--quick`` 1), and a run cut short,
+or not started for want of time, is reported as such in the table. A full run took about
+3 minutes on the project's 2-core machine under load, ``--quick`` about 1. P5 first checks the
+free space of ``--dir`` and is skipped, with the reason in the table, when it is short.
+Everything written is deleted at the end, and every process started is stopped — also on
+Ctrl-C or SIGTERM.
+
+Figures depend on the machine and on what else runs on it: compare runs of one machine only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Sequence
+
+from kafkalite.tools.common import ToolArgumentParser
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS_PATH = ROOT / "docs" / "performance.md"
+RESULTS_START = "<!-- benchmark-suite-results:start -->"
+RESULTS_END = "<!-- benchmark-suite-results:end -->"
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5")
+RECORD_SIZE = 100
+MiB = 1024 * 1024
+MB = 1000 * 1000
+P5_ROUNDS = 5
+
+PRODUCER_TOTAL = re.compile(
+    r"^(?P<records>\d+) records sent, (?P<rate>[\d.]+|inf) records/sec \((?P<megabytes>[\d.]+|inf) MB/sec\), "
+    r"(?P<average>[\d.]+) ms avg latency, (?P<maximum>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
+    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99\.9th\.$")
+CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                   "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+LATENCY_AVERAGE = re.compile(r"^Avg latency: (?P<average>[\d.]+) ms$")
+LATENCY_PERCENTILES = re.compile(
+    r"^Percentiles: 50th = (?P<p50>[\d.]+), 99th = (?P<p99>[\d.]+), 99\.9th = (?P<p999>[\d.]+)$")
+LATENCY_RATE = re.compile(
+    r"^Sent (?P<sent>\d+) records in (?P<seconds>[\d.]+) s \((?P<rate>[\d.]+) records/s\); "
+    r"received (?P<received>\d+), lost (?P<lost>\d+), duplicated (?P<duplicated>\d+)\.$")
+
+# Broker settings of the suite's clusters: Kafka's defaults where the test helper shortens them
+# for fast failure detection (those shortened values would add replication churn under load).
+BROKER_PROPERTIES = {
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.backoff.ms": "1000",
+    "log.retention.check.interval.ms": "300000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@dataclass
+class Sizes:
+    """How much each scenario does (full run or ``--quick``)."""
+
+    p1_send: int
+    p1_bulk: int
+    p2_send: int
+    p2_bulk: int
+    p3_bulk: int
+    p3_poll: int
+    p4_records: int
+    p5_large_bytes: int
+    p5_small_bytes: int
+    p5_probe_bytes: int
+    tool_timeout: float
+    budget_seconds: float
+    p5_reserve_seconds: float
+
+    @classmethod
+    def for_mode(cls, quick: bool) -> "Sizes":
+        """The sizes of a full run or of ``--quick``."""
+        if quick:
+            return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
+                       p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
+                       p5_probe_bytes=128 * MiB, tool_timeout=60.0, budget_seconds=170.0, p5_reserve_seconds=45.0)
+        return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
+                   p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
+                   p5_probe_bytes=256 * MiB, tool_timeout=240.0, budget_seconds=840.0, p5_reserve_seconds=180.0)
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    scenario: str
+    figure: str
+    target: str
+    verdict: str
+
+
+@dataclass
+class ToolRun:
+    """A finished tool process: its output lines and what it cost."""
+
+    lines: list[str]
+    returncode: int
+    seconds: float
+    client_cpu: float
+    broker_cpu: float
+    timed_out: bool = False
+    errors: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+    def failure(self) -> str | None:
+        """Why the run gave no figure, or None when it completed."""
+        if self.skipped:
+            return "skipped: the suite's time budget ran out"
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f} s"
+        if self.returncode != 0:
+            detail = self.errors[-1] if self.errors else f"exit code {self.returncode}"
+            return f"failed: {detail}"
+        return None
+
+
+def log(message: str) -> None:
+    """Progress, on standard error (standard output carries only the table)."""
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def verdict(met: bool) -> str:
+    """The met/missed column."""
+    return "met" if met else "missed"
+
+
+# --- processes --------------------------------------------------------------------------------
+
+
+def _support() -> tuple[Any, Any]:
+    """The launchers of tests/support (real ZooKeeper and broker processes, cleaned up at exit)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import tests.support.cluster as cluster_module
+    import tests.support.zookeeper as zookeeper_module
+    return cluster_module, zookeeper_module
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of the waited-for child processes so far (the tool runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Runner:
+    """Runs the tools as child processes against the current cluster and measures them."""
+
+    def __init__(self, timeout: float, deadline: float, notes: list[str]) -> None:
+        self.timeout = timeout
+        self.deadline = deadline
+        self.reserve = 0.0  # seconds kept back for what comes after the tools (P5)
+        self.notes = notes
+        self.broker_pids: list[int] = []
+        self.environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def run(self, module: str, arguments: Sequence[str], label: str) -> ToolRun:
+        """Run ``python -m module arguments``, echoing its output as progress; bounded in time
+        by the tool limit and by what is left of the suite's budget."""
+        command = [sys.executable, "-m", module, *arguments]
+        limit = min(self.timeout, self.deadline - time.monotonic() - self.reserve)
+        if limit < 5:
+            log(f"{label}: skipped, the time budget ran out")
+            return ToolRun([], 0, 0.0, 0.0, 0.0, skipped=True)
+        log(f"{label}: {' '.join(command[2:])}")
+        brokers_before = sum(process_cpu_seconds(pid) for pid in self.broker_pids)
+        children_before = children_cpu_seconds()
+        started = time.monotonic()
+        process = subprocess.Popen(command, cwd=ROOT, env=self.environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            process.kill()
+
+        watchdog = threading.Timer(limit, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        errors: list[str] = []
+        reader = threading.Thread(target=lambda: errors.extend(line.rstrip("\n") for line in process.stderr or ()),
+                                  daemon=True)
+        reader.start()
+        lines: list[str] = []
+        try:
+            for line in process.stdout or ():
+                line = line.rstrip("\n")
+                lines.append(line)
+                if line:
+                    log(f"  {line}")
+            process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            watchdog.cancel()
+            reader.join(5)
+        seconds = time.monotonic() - started
+        for line in errors:
+            log(f"  stderr: {line}")
+        result = ToolRun(lines, process.returncode, seconds, children_cpu_seconds() - children_before,
+                         sum(process_cpu_seconds(pid) for pid in self.broker_pids) - brokers_before,
+                         timed_out.is_set(), errors)
+        log(f"  wall {seconds:.1f} s, tool CPU {result.client_cpu:.1f} s, broker CPU {result.broker_cpu:.1f} s")
+        self.notes.append(f"{label}: wall {seconds:.1f} s, tool {result.client_cpu:.1f} s, "
+                          f"brokers {result.broker_cpu:.1f} s")
+        return result
+
+
+class Environment:
+    """ZooKeeper and the current broker cluster, started on demand, stopped in :meth:`close`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.cluster_module, self.zookeeper_module = _support()
+        self.zookeeper: Any = None
+        self.cluster: Any = None
+        self.cluster_number = 0
+
+    def start_cluster(self, size: int) -> Any:
+        """Stop the current cluster (deleting its data) and start one of ``size`` brokers."""
+        self.stop_cluster()
+        if self.zookeeper is None:
+            self.zookeeper_module.ensure_zookeeper_installed()
+            self.zookeeper = self.zookeeper_module.ZooKeeperServer(self.directory / "zookeeper", tick_time=500)
+            self.zookeeper.start()
+        self.cluster_number += 1
+        directory = self.directory / f"cluster-{self.cluster_number}"
+        chroot = f"{self.zookeeper.connect_string}/bench-{uuid.uuid4().hex[:8]}"
+        log(f"starting {size} broker(s)")
+        self.cluster = self.cluster_module.BrokerCluster(directory, chroot, size=size,
+                                                         extra_properties=BROKER_PROPERTIES)
+        try:
+            self.cluster.start()
+        except BaseException:
+            self.stop_cluster()
+            raise
+        log(f"brokers at {self.cluster.bootstrap}")
+        return self.cluster
+
+    def broker_pids(self) -> list[int]:
+        """Process ids of the current cluster's brokers."""
+        if self.cluster is None:
+            return []
+        return [broker.process.pid for broker in self.cluster.brokers.values() if broker.process is not None]
+
+    def stop_cluster(self) -> None:
+        """Stop the current cluster and delete its data."""
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            cluster.stop()
+            shutil.rmtree(cluster.directory, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop the cluster and ZooKeeper."""
+        try:
+            self.stop_cluster()
+        finally:
+            if self.zookeeper is not None:
+                zookeeper, self.zookeeper = self.zookeeper, None
+                zookeeper.stop()
+
+
+# --- parsing the tools' output ----------------------------------------------------------------
+
+
+def producer_figures(run: ToolRun) -> dict[str, float] | None:
+    """The numbers of the producer tool's final line, or None."""
+    for line in reversed(run.lines):
+        match = PRODUCER_TOTAL.match(line)
+        if match:
+            return {name: float(value) for name, value in match.groupdict().items()}
+    return None
+
+
+def consumer_figures(run: ToolRun) -> dict[str, float] | None:
+    """The numbers of the consumer tool's row (by column name), or None."""
+    columns = CONSUMER_HEADER.split(", ")
+    for position, line in enumerate(run.lines):
+        if line == CONSUMER_HEADER and position + 1 < len(run.lines):
+            values = run.lines[position + 1].split(", ")
+            if len(values) == len(columns):
+                return {name: float(value) for name, value in zip(columns[2:], values[2:])}
+    return None
+
+
+def latency_figures(run: ToolRun) -> dict[str, float] | None:
+    """The numbers of the end-to-end latency tool's result lines, or None."""
+    figures: dict[str, float] = {}
+    for line in run.lines:
+        for pattern in (LATENCY_AVERAGE, LATENCY_PERCENTILES, LATENCY_RATE):
+            match = pattern.match(line)
+            if match:
+                figures.update({name: float(value) for name, value in match.groupdict().items()})
+    return figures if "p50" in figures else None
+
+
+# --- scenarios ---------------------------------------------------------------------------------
+
+
+def producer_arguments(topic: str, records: int, bootstrap: str, acks: str, batch_size: int,
+                       bulk: bool) -> list[str]:
+    """The producer tool's command line for one scenario."""
+    arguments = ["--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_SIZE),
+                 "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}",
+                 "linger.ms=5", f"batch.size={batch_size}"]
+    return arguments + (["--bulk"] if bulk else [])
+
+
+def produce_row(runner: Runner, label: str, target_rate: float, arguments: list[str]) -> tuple[Row, ToolRun]:
+    """Run the producer tool and turn its final line into a table row."""
+    run = runner.run("kafkalite.tools.producer_perf_test", arguments, label)
+    figures = producer_figures(run)
+    target = f">= {target_rate:,.0f} records/s"
+    problem = run.failure()
+    if problem or figures is None:
+        return Row(label, problem or "no result line", target, "skipped" if run.skipped else "missed"), run
+    figure = (f"{figures['rate']:,.0f} records/s ({figures['megabytes']:.1f} MB/s); latency p50 "
+              f"{figures['p50']:.0f} ms, p99 {figures['p99']:.0f} ms")
+    return Row(label, figure, target, verdict(figures["rate"] >= target_rate)), run
+
+
+def consume_row(runner: Runner, label: str, bootstrap: str, topic: str, messages: int, bulk: bool,
+                config: Path) -> Row:
+    """Run the consumer tool and turn its row into a table row."""
+    arguments = ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(messages),
+                 "--timeout", "20000", "--fetch-size", str(4 * MiB), "--consumer.config", str(config),
+                 "--group", f"bench-{uuid.uuid4().hex[:8]}"]
+    run = runner.run("kafkalite.tools.consumer_perf_test", arguments + (["--bulk"] if bulk else []), label)
+    figures = consumer_figures(run)
+    target = ">= 1,000,000 records/s"
+    problem = run.failure()
+    if problem or figures is None:
+        return Row(label, problem or "no result row", target, "skipped" if run.skipped else "missed")
+    consumed = int(figures["data.consumed.in.nMsg"])
+    rate = figures["fetch.nMsg.sec"]
+    figure = (f"{rate:,.0f} records/s ({figures['fetch.MB.sec']:.1f} MB/s) over {consumed:,} records; "
+              f"{figures['nMsg.sec']:,.0f}/s with the {figures['rebalance.time.ms']:.0f} ms group join")
+    return Row(label, figure, target, verdict(rate >= 1_000_000 and consumed >= messages))
+
+
+def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
+                      rows: list[Row]) -> None:
+    """P1 and P3 on a 1-broker cluster (P3 writes its records itself without P1)."""
+    cluster = environment.start_cluster(1)
+    runner.broker_pids = environment.broker_pids()
+    bootstrap = cluster.bootstrap
+    send_topic, bulk_topic = "p1-send", "p1-bulk"
+    cluster.create_topic(send_topic, partitions=1, replication_factor=1)
+    cluster.create_topic(bulk_topic, partitions=1, replication_factor=1)
+    bulk_records = max(sizes.p1_bulk, sizes.p3_bulk if "P3" in wanted else 0)
+    if "P1" in wanted:
+        row, _ = produce_row(runner, "P1 send(), 1 broker, RF=1, acks=1", 1_000_000,
+                             producer_arguments(send_topic, sizes.p1_send, bootstrap, "1", 256 * 1024, False))
+        rows.append(row)
+        row, bulk_run = produce_row(runner, "P1 send_batch() (--bulk), 1 broker, RF=1, acks=1", 1_000_000,
+                                    producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True))
+        rows.append(row)
+    if "P3" in wanted:
+        if "P1" not in wanted:
+            fill = runner.run("kafkalite.tools.producer_perf_test",
+                              producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True),
+                              "P3 preparation: writing the records")
+            if fill.failure():
+                rows.append(Row("P3 consumer", f"could not write the records: {fill.failure()}",
+                                ">= 1,000,000 records/s", "missed"))
+                return
+        config = environment.directory / "consumer.properties"
+        config.write_text("max.poll.records=10000\nfetch.max.wait.ms=100\n")
+        rows.append(consume_row(runner, f"P3 poll_batches() (--bulk), {sizes.p3_bulk / 1e6:g} M records",
+                                bootstrap, bulk_topic, sizes.p3_bulk, True, config))
+        rows.append(consume_row(runner, f"P3 poll(), {sizes.p3_poll / 1e6:g} M records", bootstrap, bulk_topic,
+                                sizes.p3_poll, False, config))
+
+
+def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
+                      rows: list[Row]) -> None:
+    """P2 and P4 on a 3-broker cluster."""
+    cluster = environment.start_cluster(3)
+    runner.broker_pids = environment.broker_pids()
+    bootstrap = cluster.bootstrap
+    topic_configs = {"min.insync.replicas": "2"}
+    if "P2" in wanted:
+        for topic in ("p2-send", "p2-bulk"):
+            cluster.create_topic(topic, partitions=1, replication_factor=3, configs=topic_configs)
+            cluster.wait_in_sync(topic, timeout=60)
+        row, _ = produce_row(runner, "P2 send(), 3 brokers, RF=3, acks=all, min.insync.replicas=2", 400_000,
+                             producer_arguments("p2-send", sizes.p2_send, bootstrap, "all", 256 * 1024, False))
+        rows.append(row)
+        row, _ = produce_row(runner, "P2 send_batch() (--bulk), 3 brokers, RF=3, acks=all, min.insync.replicas=2",
+                             400_000, producer_arguments("p2-bulk", sizes.p2_bulk, bootstrap, "all", MiB, True))
+        rows.append(row)
+    if "P4" in wanted:
+        cluster.create_topic("p4-latency", partitions=1, replication_factor=3, configs=topic_configs)
+        cluster.wait_in_sync("p4-latency", timeout=60)
+        label = "P4 end-to-end latency at 10,000 records/s, acks=all, RF=3"
+        target = "p50 <= 2 ms, p99 <= 5 ms, p99.9 <= 14 ms"
+        run = runner.run("kafkalite.tools.e2e_latency",
+                         [bootstrap, "p4-latency", str(sizes.p4_records), "all", str(RECORD_SIZE), "--rate", "10000"],
+                         label)
+        figures = latency_figures(run)
+        problem = run.failure()
+        if figures is None:
+            rows.append(Row(label, problem or "no result lines", target, "skipped" if run.skipped else "missed"))
+            return
+        figure = (f"p50 {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms, p99.9 {figures['p999']:.2f} ms "
+                  f"(avg {figures.get('average', float('nan')):.2f} ms; {figures.get('rate', 0):,.0f} records/s sent, "
+                  f"{int(figures.get('lost', 0))} lost)")
+        met = (problem is None and figures["p50"] <= 2 and figures["p99"] <= 5 and figures["p999"] <= 14)
+        rows.append(Row(label, figure, target, verdict(met)))
+
+
+def run_storage(directory: Path, sizes: Sizes, rows: list[Row], deadline: float) -> None:
+    """P5 with :mod:`kafkalite.bench.storage`: append and read rates on a large and a small log
+    (skipped when less than its reserve is left of the time budget; rounds stop at the deadline)."""
+    from kafkalite.bench import storage
+
+    large_label = f"{sizes.p5_large_bytes / 1e9:g} GB"
+    small_label = f"{sizes.p5_small_bytes / 1e6:g} MB"
+    append_label = f"P5 append rate at {large_label} of log vs {small_label}"
+    fetch_label = f"P5 fetch (sequential read) rate at {large_label} of log vs {small_label}"
+    target = ">= 0.9x the small log's"
+    needed = sizes.p5_large_bytes + sizes.p5_small_bytes + 2 * P5_ROUNDS * sizes.p5_probe_bytes + 100 * MB
+    free = shutil.disk_usage(directory).free
+    reason = None
+    if free < needed * 1.2:
+        reason = (f"skipped: {directory} has {free / 1e9:.1f} GB free, P5 needs {needed * 1.2 / 1e9:.1f} GB "
+                  "(use --dir to point elsewhere)")
+    elif deadline - time.monotonic() < sizes.p5_reserve_seconds * 0.5:
+        reason = "skipped: the suite's time budget ran out"
+    if reason is not None:
+        log(f"P5 {reason}")
+        rows.append(Row(append_label, reason, target, "skipped"))
+        rows.append(Row(fetch_label, reason, target, "skipped"))
+        return
+    root = Path(tempfile.mkdtemp(prefix="storage-", dir=directory))
+    small: Any = None
+    large: Any = None
+    try:
+        log(f"P5: writing the {small_label} and the {large_label} log")
+        _, _, small = storage.append_rate(root / "small", 16 * 1024, sizes.p5_small_bytes)
+        began = time.monotonic()
+        _, _, large = storage.append_rate(root / "large", 16 * 1024, sizes.p5_large_bytes)
+        log(f"P5: the large log took {time.monotonic() - began:.1f} s")
+        batch, _ = storage._batch_of(16 * 1024)
+        appends: dict[str, list[float]] = {"small": [], "large": []}
+        reads: dict[str, list[float]] = {"small": [], "large": []}
+        # Interleaved rounds and medians: the page cache's speed drifts and other processes
+        # interrupt, in both directions.
+        for round_number in range(P5_ROUNDS):
+            if round_number and time.monotonic() > deadline:
+                log("P5: the time budget ran out; the rounds done so far count")
+                break
+            for name, partition_log in (("small", small), ("large", large)):
+                appends[name].append(append_onto(partition_log, batch, sizes.p5_probe_bytes))
+                reads[name].append(storage.sequential_read_rate(partition_log, limit_bytes=sizes.p5_probe_bytes))
+            log(f"P5 round {round_number + 1}: append MB/s small {appends['small'][-1]:,.0f} large "
+                f"{appends['large'][-1]:,.0f}; read MB/s small {reads['small'][-1]:,.0f} "
+                f"large {reads['large'][-1]:,.0f}")
+        for label, measured in ((append_label, appends), (fetch_label, reads)):
+            small_rate, large_rate = statistics.median(measured["small"]), statistics.median(measured["large"])
+            ratio = large_rate / small_rate if small_rate > 0 else 0.0
+            rows.append(Row(label, f"{large_rate:,.0f} MiB/s vs {small_rate:,.0f} MiB/s ({ratio:.2f}x)", target,
+                            verdict(ratio >= 0.9)))
+    finally:
+        for opened in (small, large):
+            if opened is not None:
+                opened.delete()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def append_onto(partition_log: Any, batch: bytes, total_bytes: int) -> float:
+    """MiB/s of appending ``batch`` repeatedly (``total_bytes`` in all) at the end of an existing log."""
+    appends = max(1, total_bytes // len(batch))
+    started = time.perf_counter()
+    for _ in range(appends):
+        partition_log.append_as_leader(batch, leader_epoch=0)
+    elapsed = time.perf_counter() - started
+    return appends * len(batch) / MiB / elapsed
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def table(rows: list[Row]) -> str:
+    """The markdown table of ``rows``."""
+    lines = ["| scenario | figure | target | met/missed |", "| --- | --- | --- | --- |"]
+    lines += [f"| {row.scenario} | {row.figure} | {row.target} | {row.verdict} |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_description() -> str:
+    """CPU count, nproc, CPU model and Python version."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {model}, Python {platform.python_version()}"
+
+
+def results_block(rows: list[Row], mode: str, started: datetime.datetime, seconds: float,
+                  cpu_notes: list[str]) -> str:
+    """The block written into the docs: date, machine, load, table and CPU notes."""
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    lines = [RESULTS_START, "",
+             f"Run of {started:%Y-%m-%d %H:%M} ({mode}, {seconds / 60:.1f} min) on {machine_description()}; "
+             f"load average at the end {load}.", "", table(rows), ""]
+    if cpu_notes:
+        lines += ["CPU seconds per tool run (tool process, brokers) and wall time:", ""]
+        lines += [f"- {note}" for note in cpu_notes]
+        lines.append("")
+    lines.append(RESULTS_END)
+    return "\n".join(lines)
+
+
+def write_docs(path: Path, block: str) -> None:
+    """Replace the results between the markers of ``path``; append a section when they are missing."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Performance\n"
+    start, end = text.find(RESULTS_START), text.find(RESULTS_END)
+    if start >= 0 and end > start:
+        text = text[:start] + block + text[end + len(RESULTS_END):]
+    else:
+        text = text.rstrip("\n") + "\n\n## Benchmark suite: latest results\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def parse_only(text: str | None, parser: ToolArgumentParser) -> list[str]:
+    """The scenarios of ``--only`` in suite order (all without it)."""
+    if not text:
+        return list(SCENARIOS)
+    chosen = [item.strip().upper() for item in text.split(",") if item.strip()]
+    unknown = [item for item in chosen if item not in SCENARIOS]
+    if unknown or not chosen:
+        parser.error(f"--only takes a comma-separated list of {', '.join(SCENARIOS)}; got {text!r}")
+    return [item for item in SCENARIOS if item in chosen]
+
+
+def _raise_interrupt(signal_number: int, frame: FrameType | None) -> None:
+    """Signal handler: end the run through the KeyboardInterrupt cleanup."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen scenarios, print the table, write the docs; 0, 1 on failure, 130 interrupted."""
+    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P5) and print "
+                                     "one markdown table of the figures against the targets.")
+    parser.add_argument("--quick", action="store_true", help="fewer records and a 1 GB log (under 3 minutes)")
+    parser.add_argument("--only", metavar="P1,P3", help="run only these scenarios (comma-separated)")
+    parser.add_argument("--dir", default=tempfile.gettempdir(),
+                        help="where the temporary clusters and logs go (default: the system temp directory)")
+    written = parser.add_mutually_exclusive_group()
+    written.add_argument("--docs", type=Path, metavar="PATH",
+                         help="write the results into PATH (default: docs/performance.md, full runs only)")
+    written.add_argument("--no-docs", action="store_true", help="do not write the results anywhere")
+    arguments = parser.parse_args(argv)
+    wanted = parse_only(arguments.only, parser)
+    if not Path(arguments.dir).is_dir():
+        parser.error(f"--dir {arguments.dir} is not a directory")
+    sizes = Sizes.for_mode(arguments.quick)
+    mode = ("quick" if arguments.quick else "full") + ("" if arguments.only is None else f", only {','.join(wanted)}")
+    if arguments.no_docs:
+        docs_path = None
+    elif arguments.docs is not None:
+        docs_path = arguments.docs
+    else:
+        docs_path = DOCS_PATH if not arguments.quick and wanted == list(SCENARIOS) else None
+
+    # Ctrl-C and SIGTERM both end the run through the cleanup below (SIGINT explicitly too: a
+    # shell without job control starts background commands with SIGINT ignored).
+    previous_handlers = {number: signal.signal(number, _raise_interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
+    started_at = datetime.datetime.now()
+    began = time.monotonic()
+    rows: list[Row] = []
+    cpu_notes: list[str] = []
+    directory = Path(tempfile.mkdtemp(prefix="kafkalite-suite-", dir=arguments.dir))
+    environment: Environment | None = None
+    try:
+        log(f"mode {mode}; working directory {directory}")
+        deadline = began + sizes.budget_seconds
+        runner = Runner(sizes.tool_timeout, deadline, cpu_notes)
+        if "P5" in wanted:
+            runner.reserve = sizes.p5_reserve_seconds
+        if {"P1", "P2", "P3", "P4"} & set(wanted):
+            environment = Environment(directory)
+            if {"P1", "P3"} & set(wanted):
+                run_single_broker(environment, runner, sizes, set(wanted), rows)
+            if {"P2", "P4"} & set(wanted):
+                run_three_brokers(environment, runner, sizes, set(wanted), rows)
+            environment.close()
+            environment = None
+        if "P5" in wanted:
+            run_storage(directory, sizes, rows, deadline)
+    except KeyboardInterrupt:
+        log("interrupted: stopping the processes and deleting the temporary files")
+        if rows:
+            print(table(rows), flush=True)  # what was measured before the interruption
+        return 130
+    except Exception as exc:  # a cluster that would not start, say: report, clean up, exit 1
+        log(f"failed: {type(exc).__name__}: {exc}")
+        traceback.print_exc(file=sys.stderr)
+        if rows:
+            print(table(rows), flush=True)
+        return 1
+    finally:
+        try:
+            if environment is not None:
+                environment.close()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+            for number, handler in previous_handlers.items():
+                signal.signal(number, handler)
+    seconds = time.monotonic() - began
+    print(table(rows), flush=True)
+    if docs_path is not None:
+        write_docs(docs_path, results_block(rows, mode, started_at, seconds, cpu_notes))
+        log(f"results written to {docs_path}")
+    log(f"done in {seconds / 60:.1f} min (figures measured on a shared machine vary from run to run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

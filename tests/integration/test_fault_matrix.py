@@ -427,8 +427,15 @@ def test_follower_that_led_without_writing_catches_up(cluster: BrokerCluster, re
     for index in range(5):
         assert produce(cluster, topic, 0, [b"after-%d" % index]).error_code == 0
     expected = [f"before-{index}" for index in range(5)] + [f"after-{index}" for index in range(5)]
-    cluster.wait_for(lambda: [value for _, value in replica_values(cluster.brokers[second], topic, 0)] == expected,
-                     15, f"broker {second} replicating the new leader's writes")
+
+    def replicated() -> bool:
+        # A produce retried across the leadership change may be written twice (these sends are
+        # not idempotent): the follower must hold exactly the leader's log, which holds them all.
+        follower = [value for _, value in replica_values(cluster.brokers[second], topic, 0)]
+        leader = [value for _, value in replica_values(cluster.brokers[first], topic, 0)]
+        return follower == leader and [value for index, value in enumerate(leader)
+                                       if value not in leader[:index]] == expected
+    cluster.wait_for(replicated, 15, f"broker {second} replicating the new leader's writes")
     cluster.wait_in_sync(topic, timeout=30, broker_id=controller)
 
 

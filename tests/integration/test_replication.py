@@ -32,9 +32,16 @@ def replica_fetch(cluster: BrokerCluster, topic: str, broker_id: int, leader: in
     """Everything a follower would read from the leader (up to the log end), from offset 0."""
     request = protocol.FetchRequest([protocol.FetchPartition(topic, 0, 0, 1 << 20)], replica_id=broker_id + 1000,
                                     max_wait_ms=0)
-    answer = http(cluster.brokers[leader].address, "POST", protocol.FETCH, raw=protocol.encode_fetch_request(request),
-                  content_type=protocol.BINARY_CONTENT_TYPE)
-    return bytes(protocol.decode_fetch_response(answer)[0].records)
+    deadline = time.monotonic() + 15
+    while True:
+        answer = http(cluster.brokers[leader].address, "POST", protocol.FETCH,
+                      raw=protocol.encode_fetch_request(request), content_type=protocol.BINARY_CONTENT_TYPE)
+        result = protocol.decode_fetch_response(answer)[0]
+        # A broker that was stalled (SIGSTOP) re-reads ZooKeeper before it serves again.
+        if result.error_code != 6 or time.monotonic() > deadline:
+            assert result.error_code == 0, result
+            return bytes(result.records)
+        time.sleep(0.1)
 
 
 def test_acks_all_waits_for_isr_and_min_insync_is_enforced(cluster: BrokerCluster) -> None:

@@ -3,6 +3,6 @@
 # Installs what it needs first (scripts/install.sh). Extra arguments go to pytest.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$here/scripts/install.sh"
+"$here/scripts/install.sh" --spark
 cd "$here"
 exec .venv/bin/python -m pytest "$@"

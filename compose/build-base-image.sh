@@ -4,7 +4,7 @@
 #
 # The root holds what both images of the stack need, so that building them needs no network:
 #   - python3 and python3-venv (Debian's Python 3.11), and a virtualenv in /opt/kafkalite/venv
-#     with kafkalite's dependencies (setup.cfg install_requires, the "fast" extra, setuptools
+#     with kafkalite's dependencies (setup.cfg install_requires, setuptools
 #     and wheel). The wheels are downloaded by the HOST's pip (its index, proxy and CA settings
 #     apply) and installed inside the root with --no-index: nothing inside the image reaches PyPI.
 #   - default-jre-headless, libzookeeper-java and libslf4j-java: Debian's ZooKeeper (3.8), for
@@ -84,7 +84,7 @@ else
 fi
 [[ -n "$host_python" ]] || fail "no Python found on the host to download wheels with"
 
-# kafkalite's runtime requirements, one a line, from setup.cfg (install_requires + fast extra).
+# kafkalite's runtime requirements, one a line, from setup.cfg (install_requires).
 requirements="$("$host_python" - "$repo/setup.cfg" <<'PYTHON'
 import configparser
 import sys
@@ -92,7 +92,6 @@ import sys
 parser = configparser.ConfigParser()
 parser.read(sys.argv[1])
 lines = parser["options"]["install_requires"].splitlines()
-lines += parser["options.extras_require"]["fast"].splitlines()
 lines += ["setuptools>=64", "wheel"]
 print("\n".join(line.strip() for line in lines if line.strip()))
 PYTHON

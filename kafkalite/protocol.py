@@ -81,6 +81,12 @@ LIST_GROUPS = PREFIX + "/groups/list"
 DESCRIBE_GROUPS = PREFIX + "/groups/describe"
 DELETE_GROUPS = PREFIX + "/groups/delete"
 HEALTH = "/health"
+# The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see
+# kafkalite.transport.PipelinedConnection). A request message is the API key below (uint16)
+# and the request frame; an answer message is an HTTP-style status (uint16) and the response
+# frame, or a JSON error body as on the HTTP routes.
+CHANNEL = PREFIX + "/channel"
+CHANNEL_APIS = {PRODUCE: 0, FETCH: 1}
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

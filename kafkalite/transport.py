@@ -1,4 +1,4 @@
-"""HTTP transport to brokers: the only module that uses aiohttp's client half.
+"""Transport to brokers: the only module that uses aiohttp's client half.
 
 Two ways to talk to a broker, both returning response bytes for 2xx answers and raising
 kafkalite errors otherwise (a JSON error body becomes the named broker error, e.g.
@@ -10,14 +10,17 @@ module.
   session (keep-alive connections, several requests in flight per broker) for the JSON calls:
   metadata, offsets, admin.
 * :class:`PipelinedConnection` (from :meth:`AsyncTransport.connection`) — the hot paths,
-  produce and fetch. One keep-alive HTTP/1.1 connection per (broker, channel) on which
-  requests are *pipelined*: written back to back without waiting, answers matched in order.
-  The broker serves the requests of one connection one after another, in the order written —
-  the property Kafka's producer relies on to keep up to five batches of a partition in flight
-  without reordering. Writing is synchronous (:meth:`PipelinedConnection.submit`), so the
-  order of ``submit`` calls is the order on the wire. A request that times out closes the
-  connection (every request still on it fails with KafkaConnectionError), as Kafka's clients
-  disconnect on a request timeout; the next request opens a new connection.
+  produce and fetch (clients and follower replicas). One binary channel per (broker, channel
+  name): a WebSocket on ``/v1/channel`` carrying one binary message per request and one per
+  answer, so a request costs the broker a frame instead of an HTTP request (parsing, routing,
+  response headers). Requests are *pipelined*: written back to back without waiting, answers
+  matched in order. The broker serves the requests of one channel one after another, in the
+  order written — the property Kafka's producer relies on to keep up to five batches of a
+  partition in flight without reordering. Writing is synchronous
+  (:meth:`PipelinedConnection.submit`), so the order of ``submit`` calls is the order on the
+  wire. A request that times out closes the connection (every request still on it fails with
+  KafkaConnectionError), as Kafka's clients disconnect on a request timeout; the next request
+  opens a new connection.
 
 Concurrency: one AsyncTransport per event loop; coroutines and callbacks on that loop only.
 """
@@ -25,7 +28,11 @@ Concurrency: one AsyncTransport per event loop; coroutines and callbacks on that
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
+import os
+import struct
 from collections import deque
 from typing import Any, Sequence
 
@@ -35,6 +42,8 @@ from kafkalite import protocol
 from kafkalite.errors import (
     BrokerResponseError,
     KafkaConnectionError,
+    KafkaliteError,
+    MessageSizeTooLargeError,
     KafkaTimeoutError,
     UnknownServerError,
 )
@@ -42,28 +51,53 @@ from kafkalite.errors import (
 Piece = bytes | bytearray | memoryview
 
 _MAX_HEADER_BYTES = 64 * 1024
-_AWAIT_HEAD = 0
-_AWAIT_BODY = 1
-_AWAIT_CHUNK_SIZE = 2
-_AWAIT_CHUNK_DATA = 3
-_AWAIT_CLOSE = 4
+_WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_ZERO_MASK = b"\x00\x00\x00\x00"
+_OPCODE_CONTINUATION = 0x0
+_OPCODE_BINARY = 0x2
+_OPCODE_CLOSE = 0x8
+_OPCODE_PING = 0x9
+_OPCODE_PONG = 0xA
+_CLOSE_MESSAGE_TOO_BIG = 1009
+_U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
+_HEAD_SHORT = struct.Struct(">BB")
+_HEAD_MEDIUM = struct.Struct(">BBH")
+_HEAD_LONG = struct.Struct(">BBQ")
+_MAX_FRAME_BYTES = 1 << 31
 
 
 class PipelinedConnection(asyncio.Protocol):
-    """One HTTP/1.1 keep-alive connection with pipelined requests (see the module docstring)."""
+    """One binary channel (a WebSocket on ``/v1/channel``) with pipelined requests.
+
+    A request is one binary message: the channel API key (``protocol.CHANNEL_APIS``, uint16)
+    and the request frame; its answer is one binary message: an HTTP-style status (uint16) and
+    the response frame (or a JSON error body). The broker answers a channel's requests one by
+    one in the order written, so answers are matched to requests in order.
+
+    Frames sent are masked with the all-zero key: a conforming frame whose payload goes on the
+    wire unchanged, so request pieces (record batches) are written without a copy. The masking
+    rule guards HTTP intermediaries against scripts in browsers; this client talks to brokers
+    directly.
+    """
 
     def __init__(self, address: str, request_timeout_ms: int, client_id: str) -> None:
         self.address = address
         self.request_timeout_ms = request_timeout_ms
-        self._host_header = f"Host: {address}\r\nUser-Agent: kafkalite/{client_id}\r\n".encode("latin-1")
+        self._client_id = client_id
+        self._key = base64.b64encode(os.urandom(16))
         self._transport: asyncio.Transport | None = None
         self._pending: deque[tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle | None]] = deque()
-        self._buffer = bytearray()
-        self._state = _AWAIT_HEAD
-        self._status = 0
-        self._remaining = 0
-        self._chunks: list[bytes] = []
-        self._close_after = False
+        self._buffer = b""
+        self._upgraded = False
+        self._handshake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # a payload larger than one read: the first byte of its frame, the bytes still due, the
+        # pieces so far, and (for a whole binary message) its status, already taken off
+        self._collect_first = 0
+        self._collect_remaining = 0
+        self._collect_status = -1
+        self._collect_pieces: list[bytes] = []
+        self._fragments: list[bytes] = []
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self.closed = False
@@ -72,6 +106,10 @@ class PipelinedConnection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        self._transport.write(
+            f"GET {protocol.CHANNEL} HTTP/1.1\r\nHost: {self.address}\r\nUser-Agent: kafkalite/{self._client_id}\r\n"
+            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            f"Sec-WebSocket-Key: {self._key.decode('ascii')}\r\n\r\n".encode("latin-1"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = f"connection to {self.address} lost" + (f": {exc}" if exc else "")
@@ -88,38 +126,53 @@ class PipelinedConnection(asyncio.Protocol):
                 waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
         try:
-            self._parse()
+            if self._collect_remaining:
+                data = self._collect(data)
+                if not data:
+                    return
+            if self._buffer:
+                data = self._buffer + data
+                self._buffer = b""
+            if self._upgraded:
+                self._parse_frames(data)
+            else:
+                self._parse_handshake(data)
         except KafkaConnectionError as exc:
             self.close(str(exc))
 
     def eof_received(self) -> bool | None:
-        if self._state == _AWAIT_CLOSE and self._pending:
-            self._deliver(self._status, bytes(self._buffer))
-            self._buffer.clear()
         return None
 
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait for the broker to accept the channel (the WebSocket handshake)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._handshake), timeout)
+        except asyncio.TimeoutError:
+            self.close(f"{self.address} did not open a channel within {timeout:.1f} s")
+            raise KafkaConnectionError(f"connecting to {self.address} timed out") from None
+
     # -- requests -----------------------------------------------------------------------------
-    def submit(self, path: str, pieces: Sequence[Piece], *, method: str = "POST",
-               content_type: str = protocol.BINARY_CONTENT_TYPE,
+    def submit(self, path: str, pieces: Sequence[Piece], *,
                timeout_ms: int | None = None) -> asyncio.Future[tuple[int, bytes]]:
         """Write one request now; the future gets (status, body) when its answer arrives."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[int, bytes]] = loop.create_future()
         transport = self._transport
-        if self.closed or transport is None or transport.is_closing():
+        if self.closed or transport is None or transport.is_closing() or not self._upgraded:
             future.set_exception(KafkaConnectionError(f"connection to {self.address} is closed"))
             return future
-        length = 0
+        api = protocol.CHANNEL_APIS.get(path)
+        if api is None:
+            future.set_exception(KafkaConnectionError(f"{path} is not served on the binary channel"))
+            return future
+        length = 2
         for piece in pieces:
             length += len(piece)
-        head = (f"{method} {path} HTTP/1.1\r\n".encode("latin-1") + self._host_header
-                + f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n".encode("latin-1"))
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         handle = loop.call_later(timeout, self._on_timeout, future, timeout) if timeout > 0 else None
         self._pending.append((future, handle))
-        transport.writelines([head, *pieces])
+        transport.writelines([_frame_head(_OPCODE_BINARY, length) + _U16.pack(api), *pieces])
         return future
 
     async def request(self, path: str, pieces: Sequence[Piece], *, timeout_ms: int | None = None) -> bytes:
@@ -142,8 +195,8 @@ class PipelinedConnection(asyncio.Protocol):
 
     @property
     def usable(self) -> bool:
-        return not self.closed and self._transport is not None and not self._transport.is_closing() \
-            and not self._close_after
+        return not self.closed and self._upgraded and self._transport is not None \
+            and not self._transport.is_closing()
 
     def close(self, reason: str = "closed by the client") -> None:
         if not self.close_reason:
@@ -153,14 +206,18 @@ class PipelinedConnection(asyncio.Protocol):
         self._shut(reason)
 
     # -- internals ----------------------------------------------------------------------------
-    def _shut(self, reason: str) -> None:
+    def _shut(self, reason: str, first_error: KafkaliteError | None = None) -> None:
         self.closed = True
+        if not self._handshake.done():
+            self._handshake.set_exception(KafkaConnectionError(reason))
+            self._handshake.exception()  # retrieved: wait_ready re-raises it
         pending, self._pending = self._pending, deque()
         for future, handle in pending:
             if handle is not None:
                 handle.cancel()
             if not future.done():
-                future.set_exception(KafkaConnectionError(reason))
+                future.set_exception(first_error or KafkaConnectionError(reason))
+            first_error = None
         self.resume_writing()
 
     def _on_timeout(self, future: asyncio.Future[tuple[int, bytes]], timeout: float) -> None:
@@ -176,96 +233,137 @@ class PipelinedConnection(asyncio.Protocol):
             handle.cancel()
         if not future.done():
             future.set_result((status, body))
-        if self._close_after:
-            self.close(f"{self.address} closed the connection (Connection: close)")
 
-    def _parse(self) -> None:
-        buffer = self._buffer
-        while buffer:
-            state = self._state
-            if state == _AWAIT_HEAD:
-                end = buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buffer) > _MAX_HEADER_BYTES:
-                        raise KafkaConnectionError(f"{self.address} sent an oversized response head")
-                    return
-                head = bytes(buffer[:end]).decode("latin-1")
-                del buffer[:end + 4]
-                self._start_response(head)
-            elif state == _AWAIT_BODY:
-                remaining = self._remaining
-                if len(buffer) < remaining:
-                    return
-                body = bytes(buffer[:remaining])
-                del buffer[:remaining]
-                self._state = _AWAIT_HEAD
-                self._deliver(self._status, body)
-            elif state == _AWAIT_CHUNK_SIZE:
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    return
-                line = bytes(buffer[:end]).split(b";", 1)[0].strip()
-                del buffer[:end + 2]
-                try:
-                    size = int(line, 16)
-                except ValueError:
-                    raise KafkaConnectionError(f"{self.address} sent a bad chunk size {line!r}") from None
-                if size == 0:
-                    trailer_end = buffer.find(b"\r\n")
-                    if trailer_end < 0:
-                        buffer[:0] = b"0\r\n"  # wait for the (empty) trailer
-                        return
-                    del buffer[:trailer_end + 2]
-                    body = b"".join(self._chunks)
-                    self._chunks = []
-                    self._state = _AWAIT_HEAD
-                    self._deliver(self._status, body)
-                else:
-                    self._remaining = size
-                    self._state = _AWAIT_CHUNK_DATA
-            elif state == _AWAIT_CHUNK_DATA:
-                if len(buffer) < self._remaining + 2:
-                    return
-                self._chunks.append(bytes(buffer[:self._remaining]))
-                del buffer[:self._remaining + 2]
-                self._state = _AWAIT_CHUNK_SIZE
-            else:  # _AWAIT_CLOSE: the body runs until the server closes the connection
-                return
-
-    def _start_response(self, head: str) -> None:
-        lines = head.split("\r\n")
+    def _parse_handshake(self, data: bytes) -> None:
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            if len(data) > _MAX_HEADER_BYTES:
+                raise KafkaConnectionError(f"{self.address} sent an oversized response head")
+            self._buffer = data
+            return
+        lines = data[:end].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
-        try:
-            status = int(parts[1])
-        except (IndexError, ValueError):
-            raise KafkaConnectionError(f"{self.address} sent a malformed status line {lines[0]!r}") from None
-        length = -1
-        chunked = False
+        if len(parts) < 2 or parts[1] != "101":
+            raise KafkaConnectionError(f"{self.address} refused the binary channel: {lines[0]!r}")
+        accept = ""
         for line in lines[1:]:
             name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError:
-                    raise KafkaConnectionError(f"{self.address} sent a bad Content-Length") from None
-            elif name == "transfer-encoding":
-                chunked = "chunked" in value.lower()
-            elif name == "connection" and value.strip().lower() == "close":
-                self._close_after = True
-        if 100 <= status < 200:
-            return
-        self._status = status
-        if status in (204, 304) or length == 0:
-            self._deliver(status, b"")
-        elif chunked:
-            self._chunks = []
-            self._state = _AWAIT_CHUNK_SIZE
-        elif length > 0:
-            self._remaining = length
-            self._state = _AWAIT_BODY
+            if name.strip().lower() == "sec-websocket-accept":
+                accept = value.strip()
+        expected = base64.b64encode(hashlib.sha1(self._key + _WEBSOCKET_GUID).digest()).decode("ascii")
+        if accept != expected:
+            raise KafkaConnectionError(f"{self.address} answered the channel handshake with a wrong accept key")
+        self._upgraded = True
+        if not self._handshake.done():
+            self._handshake.set_result(None)
+        rest = data[end + 4:]
+        if rest:
+            self._parse_frames(rest)
+
+    def _parse_frames(self, data: bytes) -> None:
+        position = 0
+        size = len(data)
+        while size - position >= 2:
+            first, second = data[position], data[position + 1]
+            if second & 0x80:
+                raise KafkaConnectionError(f"{self.address} sent a masked frame")
+            length = second & 0x7F
+            start = position + 2
+            if length == 126:
+                if size - position < 4:
+                    break
+                length = _U16.unpack_from(data, start)[0]
+                start += 2
+            elif length == 127:
+                if size - position < 10:
+                    break
+                length = _U64.unpack_from(data, start)[0]
+                start += 8
+                if length > _MAX_FRAME_BYTES:
+                    raise KafkaConnectionError(f"{self.address} announced a frame of {length} bytes")
+            end = start + length
+            if end > size:
+                self._begin_collect(first, length, data, start)
+                return
+            if first == 0x80 | _OPCODE_BINARY and length >= 2 and not self._fragments:
+                self._deliver(_U16.unpack_from(data, start)[0], data[start + 2:end])
+            else:
+                self._frame(first, data[start:end])
+            position = end
+        if position < size:
+            self._buffer = data[position:]
+
+    def _begin_collect(self, first: int, length: int, data: bytes, start: int) -> None:
+        """A frame longer than what arrived: gather its payload across reads, joined once."""
+        self._collect_first = first
+        available = len(data) - start
+        if first == 0x80 | _OPCODE_BINARY and available >= 2 and not self._fragments:
+            self._collect_status = _U16.unpack_from(data, start)[0]
+            self._collect_pieces = [data[start + 2:]]
         else:
-            self._state = _AWAIT_CLOSE
+            self._collect_status = -1
+            self._collect_pieces = [data[start:]]
+        self._collect_remaining = length - available
+
+    def _collect(self, data: bytes) -> bytes:
+        """Take the current payload's bytes off ``data``; returns what is left after it."""
+        due = self._collect_remaining
+        if len(data) < due:
+            self._collect_pieces.append(data)
+            self._collect_remaining = due - len(data)
+            return b""
+        self._collect_pieces.append(data[:due] if len(data) > due else data)
+        self._collect_remaining = 0
+        payload = b"".join(self._collect_pieces)
+        self._collect_pieces = []
+        if self._collect_status >= 0:
+            self._deliver(self._collect_status, payload)
+        else:
+            self._frame(self._collect_first, payload)
+        return data[due:] if len(data) > due else b""
+
+    def _frame(self, first: int, payload: bytes) -> None:
+        """Every frame but a whole binary message: fragments, control frames, text."""
+        opcode = first & 0x0F
+        final = bool(first & 0x80)
+        if opcode == _OPCODE_CLOSE:
+            code = _U16.unpack_from(payload)[0] if len(payload) >= 2 else 1005
+            text = payload[2:].decode("utf-8", "replace")
+            reason = f"{self.address} closed the channel (code {code}{': ' + text if text else ''})"
+            too_big = MessageSizeTooLargeError(
+                f"{self.address} refused a request larger than its socket.request.max.bytes") \
+                if code == _CLOSE_MESSAGE_TOO_BIG else None
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.close()
+            self.close_reason = reason
+            self._shut(reason, too_big)
+            return
+        if opcode == _OPCODE_PING:
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.writelines([_frame_head(_OPCODE_PONG, len(payload)), payload])
+            return
+        if opcode == _OPCODE_PONG:
+            return
+        if opcode == _OPCODE_BINARY or (opcode == _OPCODE_CONTINUATION and self._fragments):
+            self._fragments.append(payload)
+            if final:
+                message = b"".join(self._fragments)
+                self._fragments = []
+                if len(message) < 2:
+                    raise KafkaConnectionError(f"{self.address} sent an answer without a status")
+                self._deliver(_U16.unpack_from(message)[0], message[2:])
+            return
+        raise KafkaConnectionError(f"{self.address} sent an unexpected frame (opcode {opcode})")
+
+
+def _frame_head(opcode: int, length: int) -> bytes:
+    """The head of one final, client-masked (all-zero key) frame of ``length`` payload bytes."""
+    first = 0x80 | opcode
+    if length < 126:
+        return _HEAD_SHORT.pack(first, 0x80 | length) + _ZERO_MASK
+    if length < 65536:
+        return _HEAD_MEDIUM.pack(first, 0x80 | 126, length) + _ZERO_MASK
+    return _HEAD_LONG.pack(first, 0x80 | 127, length) + _ZERO_MASK
 
 
 class AsyncTransport:
@@ -343,6 +441,7 @@ class AsyncTransport:
             raise KafkaConnectionError(f"connecting to {address} timed out") from None
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+        await connection.wait_ready(self.connect_timeout_ms / 1000)
         return connection
 
     async def send_binary(self, address: str, path: str, pieces: Sequence[Piece], *, channel: str = "default",

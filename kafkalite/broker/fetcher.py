@@ -1,6 +1,6 @@
 """Follower replication: one fetch loop per source broker, as Kafka's replica fetcher threads.
 
-A :class:`ReplicaFetcher` repeatedly sends one long-poll fetch (marked with this broker's id as
+A :class:`ReplicaFetcher` repeatedly sends, on its binary channel to the leader, one long-poll fetch (marked with this broker's id as
 ``replica_id``) for every partition it follows from one leader, starting at each local log end
 offset and carrying the epoch of the last fetched batch. The leader answers with batches to
 append unchanged, its high watermark (adopted up to the local log end), or — when the local log
@@ -21,12 +21,14 @@ from kafkalite import protocol
 from kafkalite.broker.metadata import LiveBroker
 from kafkalite.broker.partition import Partition, Role
 from kafkalite.errors import KafkaliteError, OffsetOutOfRangeError
-from kafkalite.transport import AsyncTransport
+from kafkalite.transport import AsyncTransport, check_answer
 
 if TYPE_CHECKING:
     from kafkalite.broker.replica import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+REPLICA_CHANNEL = "replica"
 
 
 class ReplicaFetcher:
@@ -75,10 +77,11 @@ class ReplicaFetcher:
                 replica_id=replica_manager.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
                 min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_max_bytes * 16)
             try:
-                payload = await self.manager.transport.request(
-                    endpoint.address, "POST", protocol.FETCH, body=protocol.encode_fetch_request(request),
+                connection = await self.manager.transport.connection(endpoint.address, REPLICA_CHANNEL)
+                status, body = await connection.submit(
+                    protocol.FETCH, [protocol.encode_fetch_request(request)],
                     timeout_ms=config.replica_fetch_wait_max_ms + config.request_timeout_ms)
-                results = protocol.decode_fetch_response(payload)
+                results = protocol.decode_fetch_response(check_answer(status, body))
             except KafkaliteError as exc:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, exc)
                 await asyncio.sleep(backoff)

@@ -4,18 +4,23 @@ Handlers are thin: decode the request (binary frame or JSON, see :mod:`kafkalite
 call the broker's services, encode the answer. The error middleware turns every kafkalite error
 into Kafka's code and name in a JSON body with a fitting HTTP status, and every aiohttp-level
 problem (unknown route, wrong method, oversize body) into the same shape, so no bad input ever
-yields a bare 500 or a stack trace.
+yields a bare 500 or a stack trace. Produce and fetch are also served on the binary channel
+(``GET /v1/channel``, a WebSocket; see :class:`kafkalite.transport.PipelinedConnection` and
+docs/protocol.md): one binary message per request, answered in order with the same frames
+and error bodies.
 
-Concurrency: handlers run on the event loop.
+Concurrency: handlers run on the event loop; a channel serves its messages one at a time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
+import struct
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from kafkalite import protocol
 from kafkalite.errors import (
@@ -33,6 +38,11 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+_UINT16 = struct.Struct(">H")
+_CHANNEL_PRODUCE = protocol.CHANNEL_APIS[protocol.PRODUCE]
+_CHANNEL_FETCH = protocol.CHANNEL_APIS[protocol.FETCH]
+_CHANNEL_SLACK = 64 * 1024  # room for the frame around a request of socket.request.max.bytes
+
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=protocol.dumps(body), status=status, content_type="application/json")
@@ -42,15 +52,23 @@ def _error_response(error: BrokerResponseError) -> web.Response:
     return _json_response(protocol.error_body(error), status=error.http_status)
 
 
+def _as_broker_error(exc: Exception, what: str) -> BrokerResponseError:
+    """The named error a failure of ``what`` answers with (unexpected ones are logged)."""
+    if isinstance(exc, BrokerResponseError):
+        return exc
+    if isinstance(exc, KafkaliteError):
+        log.warning("%s failed: %s", what, exc)
+        return UnknownServerError(str(exc))
+    log.error("unexpected failure serving %s", what, exc_info=exc)
+    return UnknownServerError("unexpected server error; see the broker log")
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except BrokerResponseError as exc:
-        return _error_response(exc)
     except KafkaliteError as exc:
-        log.warning("%s %s failed: %s", request.method, request.path, exc)
-        return _error_response(UnknownServerError(str(exc)))
+        return _error_response(_as_broker_error(exc, f"{request.method} {request.path}"))
     except web.HTTPRequestEntityTooLarge as exc:
         return _error_response(MessageSizeTooLargeError(f"request body exceeds socket.request.max.bytes: {exc.text}"))
     except web.HTTPException as exc:
@@ -58,9 +76,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         return _json_response({"error_code": InvalidRequestError.errno, "error": InvalidRequestError.message,
                                "message": f"{request.method} {request.path}: {exc.reason}"}, status=exc.status)
-    except Exception:
-        log.exception("unexpected failure serving %s %s", request.method, request.path)
-        return _error_response(UnknownServerError("unexpected server error; see the broker log"))
+    except Exception as exc:
+        return _error_response(_as_broker_error(exc, f"{request.method} {request.path}"))
 
 
 async def _read_body(request: web.Request) -> bytes:
@@ -82,6 +99,7 @@ def build_app(broker: "Broker") -> web.Application:
         web.post(protocol.METADATA, api.metadata),
         web.post(protocol.PRODUCE, api.produce),
         web.post(protocol.FETCH, api.fetch),
+        web.get(protocol.CHANNEL, api.channel),
         web.post(protocol.LIST_OFFSETS, api.list_offsets),
         web.post(protocol.OFFSETS_FOR_LEADER_EPOCH, api.offsets_for_leader_epoch),
         web.post(protocol.INIT_PRODUCER_ID, api.init_producer_id),
@@ -101,6 +119,7 @@ def build_app(broker: "Broker") -> web.Application:
     for route in broker.extra_routes():
         routes.append(route)
     app.add_routes(routes)
+    app.on_shutdown.append(api.close_channels)
     return app
 
 
@@ -109,6 +128,7 @@ class BrokerApi:
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self._channels: set[asyncio.Task[Any]] = set()
 
     async def health(self, request: web.Request) -> web.Response:
         broker = self.broker
@@ -141,19 +161,79 @@ class BrokerApi:
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:
-        body = await _read_body(request)
+        status, pieces = await self._produce(await _read_body(request))
+        if status == 204:
+            return web.Response(status=204)
+        return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
+
+    async def fetch(self, request: web.Request) -> web.Response:
+        _, pieces = await self._fetch(await _read_body(request))
+        return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
+
+    async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
         results = await self.broker.replica_manager.produce(produce_request)
         if produce_request.acks == 0:
-            return web.Response(status=204)
-        return web.Response(body=protocol.encode_produce_response(results),
-                            content_type=protocol.BINARY_CONTENT_TYPE)
+            return 204, []
+        return 200, [protocol.encode_produce_response(results)]
 
-    async def fetch(self, request: web.Request) -> web.Response:
-        fetch_request = protocol.decode_fetch_request(await _read_body(request))
+    async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
+        fetch_request = protocol.decode_fetch_request(body)
         results = await self.broker.replica_manager.fetch(fetch_request)
-        pieces = protocol.encode_fetch_response(results)
-        return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
+        return 200, protocol.encode_fetch_response(results)
+
+    # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
+    async def channel(self, request: web.Request) -> web.StreamResponse:
+        """Serve produce and fetch messages on one WebSocket, one at a time, in order."""
+        limit = self.broker.config.socket_request_max_bytes
+        socket = web.WebSocketResponse(max_msg_size=limit + _CHANNEL_SLACK, compress=False, autoping=True)
+        await socket.prepare(request)
+        task = asyncio.current_task()
+        if task is not None:
+            self._channels.add(task)
+        try:
+            while True:
+                message = await socket.receive()
+                if message.type is WSMsgType.BINARY:
+                    await socket.send_bytes(await self._channel_call(message.data, limit))
+                elif message.type is WSMsgType.TEXT:
+                    await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
+                    break
+                else:  # close, closing, closed or a protocol error (aiohttp answers it)
+                    break
+        except ConnectionError:
+            pass
+        finally:
+            if task is not None:
+                self._channels.discard(task)
+        return socket
+
+    async def _channel_call(self, data: bytes, limit: int) -> bytes:
+        try:
+            if len(data) < 2:
+                raise InvalidRequestError("a channel message starts with a two-byte API key")
+            if len(data) - 2 > limit:
+                raise MessageSizeTooLargeError(f"request of {len(data) - 2} bytes exceeds "
+                                               f"socket.request.max.bytes={limit}")
+            api = _UINT16.unpack_from(data)[0]
+            body = memoryview(data)[2:]
+            if api == _CHANNEL_PRODUCE:
+                status, pieces = await self._produce(body)
+            elif api == _CHANNEL_FETCH:
+                status, pieces = await self._fetch(body)
+            else:
+                raise InvalidRequestError(f"unknown channel API key {api}")
+        except Exception as exc:  # every failure is answered with its named error
+            error = _as_broker_error(exc, "a channel request")
+            status, pieces = error.http_status, [protocol.dumps(protocol.error_body(error))]
+        return b"".join([_UINT16.pack(status), *pieces])
+
+    async def close_channels(self, app: web.Application) -> None:
+        """On shutdown: end every channel (their clients reconnect elsewhere)."""
+        tasks = list(self._channels)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def list_offsets(self, request: web.Request) -> web.Response:
         body = await _json_body(request)

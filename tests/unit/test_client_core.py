@@ -1,12 +1,15 @@
 """The clients' pure core: accumulator rules, decoders, chunking, settings, metadata views, and
-the pipelined HTTP connection against a scripted local server."""
+the pipelined binary channel against a scripted local server."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
+from typing import Any
 
 import pytest
+from aiohttp import web
 
 from kafkalite import errors, protocol
 from kafkalite.client.accumulator import RecordAccumulator, chunk_bounds
@@ -17,7 +20,7 @@ from kafkalite.client.producer import ProducerSettings
 from kafkalite.client.types import TopicPartition
 from kafkalite.record.batch import RecordBatch, build_batch, decode_all
 from kafkalite.record.codec import Compression
-from kafkalite.transport import AsyncTransport
+from kafkalite.transport import AsyncTransport, check_answer
 
 TP = TopicPartition("t", 0)
 
@@ -158,69 +161,75 @@ def test_cluster_view_merges_partial_answers() -> None:
     assert merged.controller_id == 2
 
 
-async def _scripted_server(replies: list[bytes]) -> tuple[asyncio.AbstractServer, list[bytes]]:
-    seen: list[bytes] = []
+async def _channel_server(handler: Any, max_msg_size: int = 4 << 20) -> tuple[web.AppRunner, str]:
+    """A local aiohttp server whose ``/v1/channel`` WebSocket runs ``handler(socket)``."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for reply in replies:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length")))
-            seen.append(await reader.readexactly(length))
-            writer.write(reply)
-            await writer.drain()
-        writer.close()
-        await writer.wait_closed()
+    async def serve(request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse(max_msg_size=max_msg_size)
+        await socket.prepare(request)
+        await handler(socket)
+        return socket
 
-    return await asyncio.start_server(handle, "127.0.0.1", 0), seen
+    app = web.Application()
+    app.router.add_get(protocol.CHANNEL, serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"127.0.0.1:{port}"
 
 
 def test_pipelined_connection_matches_answers_in_order() -> None:
     async def scenario() -> None:
-        chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
         error = protocol.dumps({"error_code": 6, "error": "NOT_LEADER_OR_FOLLOWER", "message": "moved"})
-        replies = [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", chunked,
-                   b"HTTP/1.1 204 No Content\r\n\r\n",
-                   b"HTTP/1.1 421 Misdirected\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error)]
-        server, seen = await _scripted_server(replies)
-        port = server.sockets[0].getsockname()[1]
+        large = bytes(range(256)) * 3000  # longer than one socket read: gathered across reads
+        replies = [(200, b"first"), (200, large), (204, b""), (421, error)]
+        seen: list[bytes] = []
+
+        async def handler(socket: web.WebSocketResponse) -> None:
+            for status, body in replies:
+                message = await socket.receive()
+                seen.append(message.data)
+                await socket.send_bytes(struct.pack(">H", status) + body)
+            await socket.close()
+
+        runner, address = await _channel_server(handler)
         transport = AsyncTransport(request_timeout_ms=5000)
         try:
-            connection = await transport.connection(f"127.0.0.1:{port}", "produce")
-            futures = [connection.submit("/p", [b"req-%d" % i]) for i in range(4)]
+            connection = await transport.connection(address, "produce")
+            futures = [connection.submit(protocol.PRODUCE if i % 2 == 0 else protocol.FETCH, [b"req-", b"%d" % i])
+                       for i in range(4)]
             answers = await asyncio.gather(*futures)
-            assert [body for _, body in answers[:3]] == [b"first", b"abcde", b""]
-            assert seen == [b"req-0", b"req-1", b"req-2", b"req-3"]
+            assert [(status, bytes(body)) for status, body in answers[:3]] == [(200, b"first"), (200, large), (204, b"")]
+            produce, fetch = (struct.pack(">H", protocol.CHANNEL_APIS[path]) for path in (protocol.PRODUCE, protocol.FETCH))
+            assert seen == [produce + b"req-0", fetch + b"req-1", produce + b"req-2", fetch + b"req-3"]
             with pytest.raises(errors.NotLeaderForPartitionError):
-                from kafkalite.transport import check_answer
                 check_answer(*answers[3])
-            late = connection.submit("/p", [b"after close"])
+            await asyncio.sleep(0.1)  # the server's close frame arrives
+            late = connection.submit(protocol.PRODUCE, [b"after close"])
             with pytest.raises(errors.KafkaConnectionError):
                 await late
+            assert not connection.usable
         finally:
             await transport.close()
-            server.close()
-            await server.wait_closed()
+            await runner.cleanup()
 
     asyncio.run(scenario())
 
 
 def test_request_timeout_closes_the_connection() -> None:
     async def scenario() -> None:
-        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                await reader.read(1 << 16)
-                await reader.read(1 << 16)  # returns at EOF, when the client gives up
-            finally:
-                writer.close()
+        async def silent(socket: web.WebSocketResponse) -> None:
+            async for _ in socket:  # reads, never answers; ends when the client gives up
+                pass
 
-        server = await asyncio.start_server(silent, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
+        runner, address = await _channel_server(silent)
         transport = AsyncTransport(request_timeout_ms=200)
         try:
-            connection = await transport.connection(f"127.0.0.1:{port}")
-            first = connection.submit("/p", [b"a"])
-            second = connection.submit("/p", [b"b"])
+            connection = await transport.connection(address)
+            first = connection.submit(protocol.PRODUCE, [b"a"])
+            second = connection.submit(protocol.PRODUCE, [b"b"])
             with pytest.raises(errors.KafkaTimeoutError):
                 await first
             with pytest.raises(errors.KafkaConnectionError):
@@ -228,7 +237,53 @@ def test_request_timeout_closes_the_connection() -> None:
             assert not connection.usable
         finally:
             await transport.close()
-            server.close()
-            await server.wait_closed()
+            await runner.cleanup()
 
     asyncio.run(scenario())
+
+
+def test_oversize_request_fails_as_message_too_large_and_others_can_retry() -> None:
+    async def scenario() -> None:
+        async def echo(socket: web.WebSocketResponse) -> None:
+            async for message in socket:
+                await socket.send_bytes(struct.pack(">H", 200) + message.data[2:])
+
+        runner, address = await _channel_server(echo, max_msg_size=1000)
+        transport = AsyncTransport(request_timeout_ms=5000)
+        try:
+            connection = await transport.connection(address)
+            small = connection.submit(protocol.PRODUCE, [b"small"])
+            too_big = connection.submit(protocol.PRODUCE, [b"x" * 5000])
+            after = connection.submit(protocol.PRODUCE, [b"after"])
+            assert bytes((await small)[1]) == b"small"
+            with pytest.raises(errors.MessageSizeTooLargeError):
+                await too_big
+            with pytest.raises(errors.KafkaConnectionError):
+                await after
+            again = await transport.connection(address)
+            assert again is not connection and bytes(await again.request(protocol.PRODUCE, [b"ok"])) == b"ok"
+        finally:
+            await transport.close()
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+
+
+def test_a_server_without_the_channel_is_a_connection_error() -> None:
+    async def scenario() -> None:
+        app = web.Application()
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        transport = AsyncTransport(request_timeout_ms=2000)
+        try:
+            with pytest.raises(errors.KafkaConnectionError, match="refused the binary channel"):
+                await transport.connection(f"127.0.0.1:{port}")
+        finally:
+            await transport.close()
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+

@@ -14,7 +14,6 @@ import atexit
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Callable
+
+from tests.support.zookeeper import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 _LIVE: set[subprocess.Popen[bytes]] = set()
@@ -38,9 +39,8 @@ atexit.register(_cleanup)
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port that was free a moment ago, below the ephemeral range (see free_ports)."""
+    return free_ports(1)[0]
 
 
 class HttpError(Exception):

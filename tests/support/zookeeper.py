@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -70,15 +71,39 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+# Test servers listen below the kernel's ephemeral range (32768-60999 by default), so a port
+# picked here cannot be taken by an outgoing connection between the pick and the server's bind.
+_PORT_RANGE = (20000, 32000)
+
+
+def _ephemeral_floor() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ranges:
+            return int(ranges.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports that were free a moment ago."""
+    """``count`` distinct loopback ports that were free a moment ago (outside the ephemeral range)."""
+    generator = random.Random()
+    high = min(_PORT_RANGE[1], _ephemeral_floor() - 1)
+    chosen: list[int] = []
     sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        while len(chosen) < count:
+            port = generator.randrange(_PORT_RANGE[0], high)
+            if port in chosen:
+                continue
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((LOOPBACK, 0))
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                sock.close()
+                continue
             sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
+            chosen.append(port)
+        return chosen
     finally:
         for sock in sockets:
             sock.close()

@@ -78,7 +78,8 @@ class BatchResult:
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._event: threading.Event | None = None
-        self._callbacks: list[Callable[[BatchResult], None]] | None = None
+        # (record future or None, function, on success?) — see _finish
+        self._callbacks: list[tuple[Any, Callable[..., Any], bool | None]] | None = None
         self._future: asyncio.Future[BatchResult] | None = None
 
     def _finish(self) -> None:
@@ -92,9 +93,16 @@ class BatchResult:
         if future is not None and not future.done():
             future.set_result(self)
         if callbacks:
-            for callback in callbacks:
+            error = self.error
+            for record, function, on_success in callbacks:
                 try:
-                    callback(self)
+                    if record is None:
+                        function(self)
+                    elif error is None:
+                        if on_success:
+                            function(record._metadata())
+                    elif not on_success:
+                        function(error)
                 except Exception:  # a user callback's bug must not stop the sender
                     log.exception("producer callback failed")
 
@@ -114,13 +122,19 @@ class BatchResult:
 
     def add_callback(self, callback: Callable[["BatchResult"], None]) -> None:
         """Call ``callback(self)`` on completion (at once, here, when already complete)."""
+        if not self._register(None, callback, None):
+            callback(self)
+
+    def _register(self, record: "RecordFuture | None", function: Callable[..., Any], on_success: bool | None) -> bool:
+        """Keep one callback for completion; False when the batch is already complete."""
         with self._lock:
-            if not self.done:
-                if self._callbacks is None:
-                    self._callbacks = []
-                self._callbacks.append(callback)
-                return
-        callback(self)
+            if self.done:
+                return False
+            callbacks = self._callbacks
+            if callbacks is None:
+                callbacks = self._callbacks = []
+            callbacks.append((record, function, on_success))
+            return True
 
     def wait(self, timeout: float | None) -> bool:
         """Block this thread until complete; False on timeout."""
@@ -202,22 +216,16 @@ class RecordFuture:
 
     def add_callback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "RecordFuture":
         call = functools.partial(function, *args, **kwargs) if args or kwargs else function
-
-        def on_done(batch: BatchResult) -> None:
-            if batch.error is None:
-                call(self._metadata())
-
-        self._batch.add_callback(on_done)
+        batch = self._batch
+        if not batch._register(self, call, True) and batch.error is None:
+            call(self._metadata())
         return self
 
     def add_errback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "RecordFuture":
         call = functools.partial(function, *args, **kwargs) if args or kwargs else function
-
-        def on_done(batch: BatchResult) -> None:
-            if batch.error is not None:
-                call(batch.error)
-
-        self._batch.add_callback(on_done)
+        batch = self._batch
+        if not batch._register(self, call, False) and batch.error is not None:
+            call(batch.error)
         return self
 
     def add_both(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "RecordFuture":

@@ -257,6 +257,9 @@ class ProducerCore:
                                         allow_auto_create_topics=settings.allow_auto_create_topics)
         default = DefaultPartitioner(settings.batch_size)
         chosen = settings.partitioner
+        self._default_partitioner = chosen is None
+        self._topic_partitions: dict[tuple[str, int], TopicPartition] = {}
+        self.plain_sends = settings.key_serializer is None and settings.value_serializer is None
         if chosen is None:
             self.partitioner: Any = default
         elif hasattr(chosen, "partition") and hasattr(chosen, "on_new_batch"):
@@ -346,6 +349,32 @@ class ProducerCore:
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
             raise ConfigError(f"partition must be a non-negative integer, got {partition!r}")
         return _Prepared(topic, key, value, header_list, partition, timestamp, size)
+
+    def send_plain(self, topic: str, value: bytes, key: bytes | None, timestamp_ms: int | None) -> RecordFuture | None:
+        """The common ``send()`` in one pass: bytes value, bytes or no key, no headers, no
+        explicit partition, no serializers (the caller checks those). None when the general
+        path must run: producer closed, topic not in the metadata, record too large, or no room
+        in ``buffer_memory`` — that path raises or waits as appropriate."""
+        partitions = self.metadata.view.partitions.get(topic)
+        if not partitions or self.closed:
+            return None
+        size = RECORD_OVERHEAD + len(value) + (len(key) if key is not None else 0)
+        settings = self.settings
+        if size + BATCH_OVERHEAD > settings.max_request_size or size > settings.buffer_memory:
+            return None
+        if timestamp_ms is None:
+            timestamp = int(time.time() * 1000)
+        else:
+            timestamp = int(timestamp_ms)
+        if len(partitions) == 1 and self._default_partitioner:
+            number = partitions[0]
+        else:
+            number = self.partitioner.partition(topic, key, partitions, self.metadata.view.available.get(topic, ()),
+                                                size)
+        tp = self._topic_partitions.get((topic, number))
+        if tp is None:
+            tp = self._topic_partitions[(topic, number)] = TopicPartition(topic, number)
+        return self.accumulator.append(tp, timestamp, key, value, None, size)
 
     def place(self, record: _Prepared) -> Any:
         """The record's future; ``_NEEDS_METADATA`` or None (no memory) when the caller must wait."""
@@ -515,6 +544,11 @@ class KafkaProducer:
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
         """Queue one record; its future resolves when the broker acknowledged it."""
         core = self._core
+        if headers is None and partition is None and type(value) is bytes and core.plain_sends \
+                and (key is None or type(key) is bytes):
+            future = core.send_plain(topic, value, key, timestamp_ms)
+            if future is not None:
+                return future
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)
         result = core.place(record)
         if type(result) is RecordFuture:
@@ -628,6 +662,11 @@ class AIOKafkaProducer:
         if not self._started:
             raise IllegalStateError("call await producer.start() first")
         core = self._core
+        if headers is None and partition is None and type(value) is bytes and core.plain_sends \
+                and (key is None or type(key) is bytes):
+            future = core.send_plain(topic, value, key, timestamp_ms)
+            if future is not None:
+                return future
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)
         result = core.place(record)
         if type(result) is RecordFuture:

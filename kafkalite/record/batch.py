@@ -276,6 +276,37 @@ def _encode_plain_values(values: Sequence[bytes | None], keys: Sequence[bytes | 
     return b"".join(parts)
 
 
+def _encode_timestamped(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+                        deltas: Sequence[int]) -> bytes:
+    """Header-less records with their own timestamp deltas (the per-record ``send()`` shape),
+    offsets 0..n-1: each record's head built from cached varints, values joined uncopied."""
+    varints = _VARINTS
+    limit = _SMALL_VARINT_LIMIT
+    parts: list[bytes] = []
+    append = parts.append
+    for offset_delta, value in enumerate(values):
+        delta = deltas[offset_delta]
+        head = b"\x00" + (varints[delta] if 0 <= delta < limit else encode_varint(delta)) \
+            + (varints[offset_delta] if offset_delta < limit else encode_varint(offset_delta))
+        key = keys[offset_delta] if keys is not None else None
+        if key is not None:
+            key_length = len(key)
+            head += (varints[key_length] if key_length < limit else encode_varint(key_length)) + key
+        else:
+            head += b"\x01"
+        if value is None:
+            body = head + b"\x01\x00"
+            append(_varint(len(body)) + body)
+            continue
+        value_length = len(value)
+        length_prefix = varints[value_length] if value_length < limit else encode_varint(value_length)
+        body_length = len(head) + len(length_prefix) + value_length + 1
+        append((varints[body_length] if body_length < limit else encode_varint(body_length)) + head + length_prefix)
+        append(value)
+        append(b"\x00")
+    return b"".join(parts)
+
+
 # --- batches ------------------------------------------------------------------------------------
 
 
@@ -320,6 +351,11 @@ def build_batch(
                 raise ValueError("timestamps and values differ in length")
         base_timestamp = timestamp_list[0]
         max_timestamp = max(timestamp_list)
+        if headers is None:
+            records = _encode_timestamped(values, keys, [timestamp - base_timestamp for timestamp in timestamp_list])
+            return _assemble(records, count, count - 1, base_timestamp, max_timestamp, compression, base_offset,
+                             partition_leader_epoch, producer_id, producer_epoch, base_sequence, timestamp_type,
+                             transactional)
         key_list = keys if keys is not None else [None] * count
         header_list: Sequence[Sequence[Header]] = headers if headers is not None else [()] * count
         records = b"".join(

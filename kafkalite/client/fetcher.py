@@ -76,10 +76,90 @@ def _payload(batch: RecordBatch) -> bytes:
     return raw.tobytes()
 
 
+def _decode_plain(data: bytes, count: int, topic: str, partition: int, leader_epoch: int, base_offset: int,
+                  base_timestamp: int) -> list[ConsumerRecord] | None:
+    """Every record of a payload of keyless, header-less, non-null-value records whose varints
+    take at most two bytes (the common shape of per-record producers), or None for any other
+    shape — the general decoder then reads the payload. Every length is checked against the
+    record's own and the payload's end, as in the general decoder."""
+    records: list[ConsumerRecord] = []
+    append = records.append
+    new = tuple.__new__
+    cls = ConsumerRecord
+    position = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            byte = data[position]
+            if byte & 1:  # a negative length
+                return None
+            if byte < 0x80:
+                record_end = position + 1 + (byte >> 1)
+                position += 2  # the length and the attributes
+            else:
+                second = data[position + 1]
+                if second >= 0x80:
+                    return None
+                record_end = position + 2 + (((byte & 0x7F) | (second << 7)) >> 1)
+                position += 3
+            byte = data[position]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            else:
+                second = data[position + 1]
+                if second >= 0x80:
+                    return None
+                byte = (byte & 0x7F) | (second << 7)
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                position += 2
+            byte = data[position]
+            if byte & 1:  # a negative offset delta
+                return None
+            if byte < 0x80:
+                offset = base_offset + (byte >> 1)
+                position += 1
+            else:
+                second = data[position + 1]
+                if second >= 0x80:
+                    return None
+                offset = base_offset + (((byte & 0x7F) | (second << 7)) >> 1)
+                position += 2
+            if data[position] != 1:  # a key
+                return None
+            byte = data[position + 1]
+            if byte < 0x80:
+                value_size = byte >> 1
+                position += 2
+            else:
+                second = data[position + 2]
+                if second >= 0x80:
+                    return None
+                value_size = ((byte & 0x7F) | (second << 7)) >> 1
+                position += 3
+            if byte == 1 or byte & 1 or position + value_size + 1 != record_end or record_end > end \
+                    or data[record_end - 1]:
+                return None  # a null or negative value, headers, or lengths that disagree
+            append(new(cls, (topic, partition, leader_epoch, offset, base_timestamp + timestamp_delta, 0, None,
+                             data[position:position + value_size], [], None, -1, value_size, -1)))
+            position = record_end
+    except IndexError:
+        return None
+    if position != end:
+        return None
+    return records
+
+
 def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
                    key_deserializer: Deserializer = None, value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
     """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords."""
     data = _payload(batch)
+    if value_deserializer is None and not batch.attributes & ATTR_TIMESTAMP_TYPE \
+            and batch.base_offset >= min_offset and batch.base_offset + batch.record_count <= max_offset:
+        plain = _decode_plain(data, batch.record_count, topic, partition, batch.partition_leader_epoch,
+                              batch.base_offset, batch.base_timestamp)
+        if plain is not None:
+            return plain
     count = batch.record_count
     base_offset = batch.base_offset
     base_timestamp = batch.base_timestamp

@@ -14,7 +14,7 @@ from aiohttp import web
 from kafkalite import errors, protocol
 from kafkalite.client.accumulator import RecordAccumulator, chunk_bounds
 from kafkalite.client.consumer import ConsumerSettings
-from kafkalite.client.fetcher import FetchedBatch, decode_records, decode_values
+from kafkalite.client.fetcher import FetchedBatch, _decode_plain, _payload, decode_records, decode_values
 from kafkalite.client.metadata import ClusterView, parse_bootstrap
 from kafkalite.client.producer import ProducerSettings
 from kafkalite.client.types import TopicPartition
@@ -287,3 +287,66 @@ def test_a_server_without_the_channel_is_a_connection_error() -> None:
 
     asyncio.run(scenario())
 
+
+def _general_decode(batch: RecordBatch) -> list[Any]:
+    """decode_records with its shape fast path turned off (a value deserializer forces the general loop)."""
+    return decode_records(batch, "t", 3, 0, 1 << 62, value_deserializer=lambda value: value)
+
+
+def test_fast_record_decoding_agrees_with_the_general_decoder() -> None:
+    import random
+
+    rng = random.Random(7)
+    base = 1_700_000_000_000
+    shapes_taken_fast = 0
+    for trial in range(400):
+        count = rng.choice([1, 2, 63, 64, 65, 200, 9000 if trial % 50 == 0 else 3])
+        sizes = rng.choice([[0], [1], [63], [64], [100], [8191], [8192], [0, 5, 100, 70, 9000]])
+        values: list[bytes | None] = [rng.randbytes(rng.choice(sizes)) for _ in range(count)]
+        if trial % 7 == 0:
+            values[rng.randrange(count)] = None
+        keys = [b"k"] * count if trial % 11 == 0 else None
+        spread = rng.choice([0, 5, 63, 64, 8191, 8192, 100_000])
+        timestamps = [base + rng.randint(-spread // 4, spread) for _ in range(count)]
+        headers = [[("h", b"v")] if i == 0 else [] for i in range(count)] if trial % 13 == 0 else None
+        data = build_batch(values, keys=keys, timestamps=timestamps, headers=headers, base_offset=5000)
+        batch = RecordBatch(data, 0)
+        fast = decode_records(batch, "t", 3, 0, 1 << 62)
+        general = _general_decode(batch)
+        assert fast == general
+        plain = _decode_plain(_payload(batch), count, "t", 3, batch.partition_leader_epoch, 5000, batch.base_timestamp)
+        assert plain is None or plain == general
+        shapes_taken_fast += plain is not None
+        assert [record.value for record in fast] == values
+        assert [record.timestamp for record in fast] == timestamps
+        assert [record.offset for record in fast] == list(range(5000, 5000 + count))
+    assert shapes_taken_fast > 100
+    # the offset window still applies (the fast path only takes whole batches)
+    data = build_batch([b"a", b"b", b"c"], timestamps=[base, base + 1, base + 2], base_offset=10)
+    assert [record.offset for record in decode_records(RecordBatch(data, 0), "t", 0, 11, 12)] == [11]
+    # headers lists are not shared between records
+    records = decode_records(RecordBatch(build_batch([b"x", b"y"], timestamps=[base, base]), 0), "t", 0, 0, 99)
+    records[0].headers.append(("n", None))
+    assert records[1].headers == []
+
+
+def test_fast_record_decoding_never_accepts_what_the_general_decoder_rejects() -> None:
+    import random
+
+    rng = random.Random(11)
+    base = 1_700_000_000_000
+    original = build_batch([b"v" * 70, b"w" * 5, b"x" * 200], timestamps=[base, base + 3, base + 90], base_offset=7)
+    for _ in range(3000):
+        data = bytearray(original)
+        for _ in range(rng.choice([1, 1, 2])):
+            data[rng.randrange(61, len(data))] = rng.randrange(256)
+        batch = RecordBatch(bytes(data), 0)
+        try:
+            expected: Any = _general_decode(batch)
+        except errors.CorruptRecordError:
+            expected = errors.CorruptRecordError
+        try:
+            got: Any = decode_records(batch, "t", 3, 0, 1 << 62)
+        except errors.CorruptRecordError:
+            got = errors.CorruptRecordError
+        assert got == expected

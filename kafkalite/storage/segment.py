@@ -155,6 +155,13 @@ class Segment:
         if offset >= self.next_offset:
             return None
         _, position = self.index.lookup(offset)
+        # Usually the indexed batch holds the offset: one short header read, no walk.
+        header = os.pread(self._fd, _HEADER_PROBE, position)
+        if len(header) == _HEADER_PROBE:
+            _base, batch_length = _BATCH_PREFIX.unpack_from(header)
+            if batch_length >= MIN_BATCH_LENGTH \
+                    and _base + _INT32.unpack_from(header, _LAST_OFFSET_DELTA_AT)[0] >= offset:
+                return position
         for batch_position, _base, last_offset, _ts in self._walk_headers(position):
             if last_offset >= offset:
                 return batch_position

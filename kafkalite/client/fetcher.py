@@ -78,10 +78,10 @@ def _payload(batch: RecordBatch) -> bytes:
 
 def _decode_plain(data: bytes, count: int, topic: str, partition: int, leader_epoch: int, base_offset: int,
                   base_timestamp: int) -> list[ConsumerRecord] | None:
-    """Every record of a payload of keyless, header-less, non-null-value records whose varints
-    take at most two bytes (the common shape of per-record producers), or None for any other
-    shape — the general decoder then reads the payload. Every length is checked against the
-    record's own and the payload's end, as in the general decoder."""
+    """Every record of a payload of keyless, header-less records with non-null values (the
+    common shape of producers), or None as soon as a record has another shape — the general
+    decoder then reads the payload. Every length is checked against the record's own end and
+    the payload's, as in the general decoder."""
     records: list[ConsumerRecord] = []
     append = records.append
     new = tuple.__new__
@@ -91,59 +91,63 @@ def _decode_plain(data: bytes, count: int, topic: str, partition: int, leader_ep
     try:
         for _ in range(count):
             byte = data[position]
-            if byte & 1:  # a negative length
-                return None
             if byte < 0x80:
-                record_end = position + 1 + (byte >> 1)
-                position += 2  # the length and the attributes
+                length = byte >> 1
+                position += 1
+            elif data[position + 1] < 0x80:
+                length = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
+                position += 2
             else:
-                second = data[position + 1]
-                if second >= 0x80:
-                    return None
-                record_end = position + 2 + (((byte & 0x7F) | (second << 7)) >> 1)
-                position += 3
+                length, position = decode_varint(data, position, 5)
+            record_end = position + length
+            if length < 6 or record_end > end:
+                return None
+            position += 1  # attributes
             byte = data[position]
             if byte < 0x80:
                 timestamp_delta = (byte >> 1) ^ -(byte & 1)
                 position += 1
             else:
-                second = data[position + 1]
-                if second >= 0x80:
-                    return None
-                byte = (byte & 0x7F) | (second << 7)
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                position += 2
+                timestamp_delta, position = decode_varint(data, position, 10)
             byte = data[position]
-            if byte & 1:  # a negative offset delta
-                return None
             if byte < 0x80:
+                if byte & 1:  # a negative offset delta
+                    return None
                 offset = base_offset + (byte >> 1)
                 position += 1
-            else:
-                second = data[position + 1]
-                if second >= 0x80:
+            elif data[position + 1] < 0x80:
+                if byte & 1:
                     return None
-                offset = base_offset + (((byte & 0x7F) | (second << 7)) >> 1)
+                offset = base_offset + (((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
                 position += 2
+            else:
+                delta, position = decode_varint(data, position, 5)
+                if delta < 0:
+                    return None
+                offset = base_offset + delta
             if data[position] != 1:  # a key
                 return None
             byte = data[position + 1]
             if byte < 0x80:
+                if byte & 1:  # a null or negative value length
+                    return None
                 value_size = byte >> 1
                 position += 2
-            else:
-                second = data[position + 2]
-                if second >= 0x80:
+            elif data[position + 2] < 0x80:
+                if byte & 1:
                     return None
-                value_size = ((byte & 0x7F) | (second << 7)) >> 1
+                value_size = ((byte & 0x7F) | (data[position + 2] << 7)) >> 1
                 position += 3
-            if byte == 1 or byte & 1 or position + value_size + 1 != record_end or record_end > end \
-                    or data[record_end - 1]:
-                return None  # a null or negative value, headers, or lengths that disagree
+            else:
+                value_size, position = decode_varint(data, position + 1, 5)
+                if value_size < 0:
+                    return None
+            if position + value_size + 1 != record_end or data[record_end - 1]:
+                return None  # headers, or lengths that disagree
             append(new(cls, (topic, partition, leader_epoch, offset, base_timestamp + timestamp_delta, 0, None,
                              data[position:position + value_size], [], None, -1, value_size, -1)))
             position = record_end
-    except IndexError:
+    except (IndexError, CorruptRecordError):
         return None
     if position != end:
         return None

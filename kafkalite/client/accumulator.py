@@ -42,7 +42,7 @@ import operator
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from kafkalite.client.types import BatchMetadata, RecordMetadata, TopicPartition
 from kafkalite.errors import IllegalStateError, KafkaliteError, KafkaTimeoutError

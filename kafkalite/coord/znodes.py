@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
-from kafkalite.errors import CoordinationError, InvalidTopicError, ZNodeDataError
+from kafkalite.errors import InvalidTopicError, ZNodeDataError
 
 # --- paths ------------------------------------------------------------------------------------
 

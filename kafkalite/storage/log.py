@@ -34,7 +34,6 @@ from kafkalite.config import LogConfig
 from kafkalite.errors import (
     CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     MessageSizeTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,

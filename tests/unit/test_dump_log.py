@@ -54,7 +54,7 @@ def test_reports_damage_with_position_and_exits_non_zero(tmp_path: Path) -> None
     code, text = run(["--files", str(segment), "--deep-iteration"])
     assert code == 1
     assert "Found damaged batch at position 0: CORRUPT_MESSAGE" in text
-    assert f"baseOffset: 2 lastOffset: 4 count: 3" in text  # it kept going past the bad CRC
+    assert "baseOffset: 2 lastOffset: 4 count: 3" in text  # it kept going past the bad CRC
     assert f"position: {first_size}" in text
     assert "TRUNCATED" in text
 

@@ -168,14 +168,14 @@ def _string(value: str) -> bytes:
 # --- produce ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ProducePartition:
     topic: str
     partition: int
     records: bytes | bytearray | memoryview
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ProduceRequest:
     acks: int
     timeout_ms: int
@@ -183,7 +183,7 @@ class ProduceRequest:
     producer_id: int = -1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ProduceResult:
     topic: str
     partition: int
@@ -243,7 +243,7 @@ def decode_produce_response(data: bytes | bytearray | memoryview) -> list[Produc
 # --- fetch --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FetchPartition:
     topic: str
     partition: int
@@ -254,7 +254,7 @@ class FetchPartition:
     log_start_offset: int = -1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FetchRequest:
     partitions: list[FetchPartition]
     replica_id: int = CONSUMER_REPLICA_ID
@@ -264,7 +264,7 @@ class FetchRequest:
     isolation_level: int = READ_UNCOMMITTED
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FetchResult:
     topic: str
     partition: int

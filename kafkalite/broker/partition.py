@@ -34,6 +34,10 @@ from kafkalite.storage.log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
 
+# Long-poll fetches that timed out leave their finished futures on an idle partition: prune the
+# list when it reaches this length, so it stays bounded while nothing is appended.
+_WAITER_PRUNE_AT = 64
+
 
 class Role(enum.Enum):
     NONE = "none"
@@ -233,19 +237,24 @@ class Partition:
     async def wait_for_replication(self, required_offset: int, timeout: float) -> None:
         """Wait until the high watermark reaches ``required_offset`` (acks=all)."""
         if self.high_watermark < required_offset:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[None] = loop.create_future()
             self._ack_waiters.append((required_offset, future))
+            timer = loop.call_later(timeout, self._replication_timed_out, future, timeout)
             try:
-                await asyncio.wait_for(future, timeout)
-            except asyncio.TimeoutError:
-                raise RequestTimedOutError(
-                    f"{self.name}: not replicated to the ISR {self.isr} within {timeout * 1000:.0f} ms") from None
+                await future
             finally:
+                timer.cancel()
                 if not future.done():
                     future.cancel()
         if len(self.isr) < self.log.config.min_insync_replicas:
             raise NotEnoughReplicasAfterAppendError(
                 f"{self.name}: written, but the ISR {self.isr} shrank below min.insync.replicas")
+
+    def _replication_timed_out(self, future: asyncio.Future[None], timeout: float) -> None:
+        if not future.done():
+            future.set_exception(RequestTimedOutError(
+                f"{self.name}: not replicated to the ISR {self.isr} within {timeout * 1000:.0f} ms"))
 
     # -- leader: replication tracking ---------------------------------------------------------
     def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
@@ -321,16 +330,20 @@ class Partition:
         return 0
 
     # -- waiters ------------------------------------------------------------------------------
-    def data_waiter(self) -> asyncio.Future[None]:
-        """A future completed at the next change of the log end or high watermark."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._data_waiters.append(future)
-        return future
+    def add_data_waiter(self, future: asyncio.Future[None]) -> None:
+        """Complete ``future`` at the next change of the log end or high watermark (one future
+        may wait on several partitions; futures finished meanwhile are dropped as they pile up)."""
+        waiters = self._data_waiters
+        if len(waiters) >= _WAITER_PRUNE_AT:
+            waiters = self._data_waiters = [waiter for waiter in waiters if not waiter.done()]
+        waiters.append(future)
 
     def notify_data(self) -> None:
         self._wake_data_waiters()
 
     def _wake_data_waiters(self) -> None:
+        if not self._data_waiters:
+            return
         waiters, self._data_waiters = self._data_waiters, []
         for future in waiters:
             if not future.done():

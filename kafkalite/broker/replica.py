@@ -52,6 +52,12 @@ TOPIC_ID_FILE = "partition.metadata"
 _NEVER_FLUSH = (1 << 63) - 1
 
 
+def _release(waiter: "asyncio.Future[None]") -> None:
+    """A long poll's deadline: let the fetch answer with what it has."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 def _error_code(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, BrokerResponseError):
         return exc.errno, str(exc.args[0]) if exc.args else exc.description
@@ -276,8 +282,17 @@ class ReplicaManager:
                 results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
         if waits:
             timeout = max(0.0, request.timeout_ms / 1000)
-            outcomes = await asyncio.gather(*(partition.wait_for_replication(required, timeout)
-                                              for _, partition, required in waits), return_exceptions=True)
+            outcomes: list[BaseException | None]
+            if len(waits) == 1:  # the common case, without gather's tasks
+                _, partition, required = waits[0]
+                try:
+                    await partition.wait_for_replication(required, timeout)
+                    outcomes = [None]
+                except Exception as exc:  # reported per partition below
+                    outcomes = [exc]
+            else:
+                outcomes = await asyncio.gather(*(partition.wait_for_replication(required, timeout)
+                                                  for _, partition, required in waits), return_exceptions=True)
             for (index, _partition, _required), outcome in zip(waits, outcomes):
                 if isinstance(outcome, BaseException):
                     code, message = _error_code(outcome)
@@ -293,23 +308,32 @@ class ReplicaManager:
         deadline = loop.time() + request.max_wait_ms / 1000
         is_follower = request.replica_id >= 0
         while True:
-            results, total, waiters = self._read_once(request, is_follower)
+            results, total, idle = self._read_once(request, is_follower)
             remaining = deadline - loop.time()
-            errors = any(result.error_code for result in results)
-            if total >= request.min_bytes or remaining <= 0 or errors or not waiters or request.max_wait_ms == 0:
-                for future in waiters:
-                    future.cancel()
+            if total >= request.min_bytes or remaining <= 0 or not idle or request.max_wait_ms == 0 \
+                    or any(result.error_code for result in results):
                 return results
-            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for future in waiters:
-                future.cancel()
+            # One future for the whole request, completed by the first partition that moves
+            # or by the deadline.
+            waiter: asyncio.Future[None] = loop.create_future()
+            for partition in idle:
+                partition.add_data_waiter(waiter)
+            timer = loop.call_later(remaining, _release, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                if not waiter.done():
+                    waiter.cancel()
 
     def _read_once(self, request: FetchRequest,
-                   is_follower: bool) -> tuple[list[FetchResult], int, list[asyncio.Future[None]]]:
+                   is_follower: bool) -> tuple[list[FetchResult], int, list[Partition]]:
+        """One pass over the request's partitions: results, bytes read, and the partitions
+        that had nothing to give (a long poll waits on those)."""
         results: list[FetchResult] = []
         total = 0
         budget = request.max_bytes
-        waiters: list[asyncio.Future[None]] = []
+        idle: list[Partition] = []
         for item in request.partitions:
             try:
                 partition = self._partition_for(item.topic, item.partition)
@@ -332,8 +356,8 @@ class ReplicaManager:
             total += size
             budget = max(0, budget - size)
             if size == 0:
-                waiters.append(partition.data_waiter())
-        return results, total, waiters
+                idle.append(partition)
+        return results, total, idle
 
     def _read_partition(self, partition: Partition, item: protocol.FetchPartition, request: FetchRequest,
                         is_follower: bool, budget: int, first: bool) -> FetchResult:
@@ -351,7 +375,8 @@ class ReplicaManager:
                                        diverging_epoch=epoch, diverging_end_offset=end_offset,
                                        leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
             partition.record_follower_fetch(request.replica_id, item.fetch_offset)
-            self._maybe_expand_isr(partition)
+            if request.replica_id not in partition.isr:  # only a follower outside the ISR can join it
+                self._maybe_expand_isr(partition)
             max_offset = None
         else:
             max_offset = partition.high_watermark

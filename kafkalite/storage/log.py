@@ -61,7 +61,7 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AppendInfo:
     """What an append did: offsets assigned, record count, timestamps."""
 
@@ -74,7 +74,7 @@ class AppendInfo:
     size: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FetchData:
     """Whole batches read from the log plus the offsets a fetch response reports."""
 

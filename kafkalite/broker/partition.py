@@ -290,8 +290,10 @@ class Partition:
                 candidate = min(candidate, state.log_end_offset)
         if candidate > self.high_watermark:
             self.log.update_high_watermark(candidate)
-            self._complete_ack_waiters()
+            # Consumers' long polls first: their answers carry the records end to end, the
+            # producers' acknowledgements follow in the same loop pass.
             self._wake_data_waiters()
+            self._complete_ack_waiters()
             return True
         return False
 

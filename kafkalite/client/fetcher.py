@@ -727,17 +727,31 @@ async def list_offsets(metadata: MetadataManager, transport: AsyncTransport, tim
     answers: dict[TopicPartition, tuple[int, int, int]] = {}
     last_error: BaseException | None = None
     metadata.add_topics({tp.topic for tp in remaining})
+    checked_unknown = False
     while remaining:
         view = metadata.view
         by_node: dict[int, list[TopicPartition]] = {}
+        unknown: list[TopicPartition] = []
         for tp in remaining:
             leader = view.leader(tp)
             if leader < 0 or view.address_of(leader) is None:
                 known = view.partitions.get(tp.topic)
                 if known and tp.partition >= len(known):
-                    raise protocol.error_for(3, f"unknown partition {tp.topic}-{tp.partition}")
+                    unknown.append(tp)
                 continue
             by_node.setdefault(leader, []).append(tp)
+        if unknown:
+            # The partition may have been added after this client's metadata was taken: look
+            # once more before calling it unknown.
+            if checked_unknown:
+                tp = unknown[0]
+                raise protocol.error_for(3, f"unknown partition {tp.topic}-{tp.partition}")
+            checked_unknown = True
+            try:
+                await metadata.refresh()
+            except KafkaliteError as exc:
+                last_error = exc
+            continue
 
         async def ask(node: int, tps: list[TopicPartition]) -> None:
             nonlocal last_error

@@ -590,3 +590,20 @@ def test_context_managers_close_cleanly(cluster: BrokerCluster, tmp_path: Path) 
         producer.send("ctx", b"y")
     with KafkaConsumer(bootstrap_servers=cluster.bootstrap) as consumer:
         assert "ctx" in consumer.topics()
+
+
+def test_list_offsets_sees_partitions_added_after_its_metadata(api: Any, cluster: BrokerCluster) -> None:
+    name = f"grown-{uuid.uuid4().hex[:6]}"
+    reader, other = api.admin(), api.admin()
+    reader.create_topics([NewTopic(name, 1, 3)], timeout_ms=20_000)
+    cluster.wait_in_sync(name)
+    assert reader.list_offsets({TopicPartition(name, 0): -1})[TopicPartition(name, 0)].offset == 0  # caches 1 partition
+    other.create_partitions({name: NewPartitions(2)})
+    cluster.wait_for(lambda: len(cluster.wait_in_sync(name)) == 2, 30, f"{name} grown to 2 partitions in sync")
+    producer = api.producer(acks="all")
+    for _ in range(3):
+        producer.send(name, b"v", partition=1).get(30)
+    producer.flush()
+    assert reader.list_offsets({TopicPartition(name, 1): -1})[TopicPartition(name, 1)].offset == 3
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        reader.list_offsets({TopicPartition(name, 7): -1})

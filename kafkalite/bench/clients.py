@@ -17,7 +17,6 @@ import argparse
 import cProfile
 import io
 import pstats
-import sys
 import tempfile
 import time
 import uuid
@@ -25,22 +24,9 @@ from pathlib import Path
 from typing import Callable
 
 from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
+from kafkalite.bench.local_cluster import start_cluster
 
 VALUE_SIZE = 100
-
-
-def _start_cluster(directory: Path) -> tuple[object, object]:
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root))
-    from tests.support.cluster import BrokerCluster
-    from tests.support.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
-
-    ensure_zookeeper_installed()
-    zookeeper = ZooKeeperServer(directory / "zookeeper", tick_time=500)
-    zookeeper.start()
-    cluster = BrokerCluster(directory / "brokers", f"{zookeeper.connect_string}/bench-{uuid.uuid4().hex[:6]}",
-                            size=1, extra_properties={"log.retention.check.interval.ms": "300000"}).start()
-    return zookeeper, cluster
 
 
 def _report(label: str, records: int, seconds: float) -> None:
@@ -136,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         bench(args.bootstrap, args.records, args.profile)
         return 0
     with tempfile.TemporaryDirectory(prefix="kafkalite-bench-") as directory:
-        zookeeper, cluster = _start_cluster(Path(directory))
+        zookeeper, cluster = start_cluster(Path(directory), 1)
         try:
             print(f"1 broker at {cluster.bootstrap}; {args.records:,} records of {VALUE_SIZE} bytes", flush=True)  # type: ignore[attr-defined]
             bench(cluster.bootstrap, args.records, args.profile)  # type: ignore[attr-defined]

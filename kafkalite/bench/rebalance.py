@@ -24,30 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from kafkalite.bench.local_cluster import start_cluster
 from kafkalite.client import AIOKafkaAdminClient, AIOKafkaConsumer, ConsumerRebalanceListener, NewTopic, TopicPartition
 
 PROTOCOLS = {"eager": None, "cooperative": ["cooperative-sticky"]}
-
-
-def _start_cluster(directory: Path) -> tuple[Any, Any]:
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root))
-    from tests.support.cluster import BrokerCluster
-    from tests.support.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
-
-    ensure_zookeeper_installed()
-    zookeeper = ZooKeeperServer(directory / "zookeeper", tick_time=500)
-    zookeeper.start()
-    cluster = BrokerCluster(directory / "brokers", f"{zookeeper.connect_string}/bench-{uuid.uuid4().hex[:6]}", size=3,
-                            extra_properties={"log.retention.check.interval.ms": "300000"}).start()
-    return zookeeper, cluster
 
 
 class BenchMember(ConsumerRebalanceListener):
@@ -176,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(bench(args.bootstrap, *settings))
         return 0
     with tempfile.TemporaryDirectory(prefix="kafkalite-bench-") as directory:
-        zookeeper, cluster = _start_cluster(Path(directory))
+        zookeeper, cluster = start_cluster(Path(directory), 3)
         try:
             print(f"3 brokers at {cluster.bootstrap}; {args.consumers} consumers on {args.partitions} partitions, "
                   f"heartbeat {args.heartbeat_ms} ms, session {args.session_ms} ms", flush=True)

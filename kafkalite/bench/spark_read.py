@@ -29,23 +29,10 @@ import uuid
 from pathlib import Path
 
 from kafkalite import KafkaAdminClient, KafkaProducer, NewTopic, TopicPartition
+from kafkalite.bench.local_cluster import start_cluster
 
 VALUE_SIZE = 100
 CHUNK = 20_000
-
-
-def _start_cluster(directory: Path) -> tuple[object, object]:
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root))
-    from tests.support.cluster import BrokerCluster
-    from tests.support.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
-
-    ensure_zookeeper_installed()
-    zookeeper = ZooKeeperServer(directory / "zookeeper", tick_time=500)
-    zookeeper.start()
-    cluster = BrokerCluster(directory / "brokers", f"{zookeeper.connect_string}/bench-{uuid.uuid4().hex[:6]}",
-                            size=1, extra_properties={"log.retention.check.interval.ms": "300000"}).start()
-    return zookeeper, cluster
 
 
 def _report(label: str, rows: int, seconds: float) -> None:
@@ -144,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_spark(args.bootstrap, topic, args.runs, args.warmups)
         return 0
     with tempfile.TemporaryDirectory(prefix="kafkalite-spark-bench-") as directory:
-        zookeeper, cluster = _start_cluster(Path(directory))
+        zookeeper, cluster = start_cluster(Path(directory), 1)
         try:
             bootstrap = cluster.bootstrap  # type: ignore[attr-defined]
             fill_topic(bootstrap, topic, args.partitions, args.records)

@@ -7,7 +7,10 @@ Exit codes: 0 success, 1 the operation failed (a named error is printed), 2 bad 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from types import FrameType
 from typing import Callable, NoReturn
 
 from kafkalite.errors import KafkaliteError
@@ -78,6 +81,24 @@ def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = No
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+
+
+def run_until_signalled(run: Callable[[], int], stop: threading.Event) -> int:
+    """``run()`` with SIGTERM and SIGINT setting ``stop`` (so a tool finishes its work and
+    prints its summary instead of dying); the previous handlers come back afterwards. Off
+    the main thread, where signals cannot be handled, ``run()`` runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        return run()
+
+    def request_stop(signal_number: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {number: signal.signal(number, request_stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return run()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def bootstrap_from_zookeeper(connect: str) -> str:

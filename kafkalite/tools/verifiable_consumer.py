@@ -23,17 +23,23 @@ the tool says so on standard error and exits 1 before consuming anything. It end
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
-from types import FrameType
 from typing import Any, Iterable, TextIO
 
 from kafkalite.client import ConsumerRecord, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafkalite.config import load_properties
 from kafkalite.errors import GroupCoordinatorUnsupportedError, KafkaliteError
-from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, parse_key_values, run_cli
+from kafkalite.tools.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ToolArgumentParser,
+    UsageError,
+    parse_key_values,
+    run_cli,
+    run_until_signalled,
+)
 from kafkalite.tools.verifiable_producer import EventPrinter, property_to_option
 
 POLL_INTERVAL_MS = 200
@@ -200,17 +206,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if arguments.enable_autocommit and arguments.group_id is None:
         raise UsageError("--enable-autocommit needs --group-id")
     tool = VerifiableConsumer(arguments, EventPrinter(out or sys.stdout))
-
-    def request_stop(signal_number: int, frame: FrameType | None) -> None:
-        tool.stop.set()
-
-    previous = {number: signal.signal(number, request_stop) for number in (signal.SIGTERM, signal.SIGINT)} \
-        if threading.current_thread() is threading.main_thread() else {}
-    try:
-        return tool.run()
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    return run_until_signalled(tool.run, tool.stop)
 
 
 if __name__ == "__main__":

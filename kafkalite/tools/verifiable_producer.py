@@ -21,16 +21,14 @@ for the outstanding sends (bounded by the producer's ``delivery.timeout.ms``) an
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import time
-from types import FrameType
 from typing import Any, TextIO
 
 from kafkalite.client import KafkaProducer, RecordMetadata
 from kafkalite.config import load_properties
-from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_key_values, run_cli
+from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_key_values, run_cli, run_until_signalled
 
 EXIT_OK = 0
 EXIT_SEND_FAILED = 1
@@ -200,17 +198,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         raise UsageError("--repeating-keys must be positive")
     output = out or sys.stdout
     tool = VerifiableProducer(arguments, EventPrinter(output))
-
-    def request_stop(signal_number: int, frame: FrameType | None) -> None:
-        tool.stop.set()
-
-    previous = {number: signal.signal(number, request_stop) for number in (signal.SIGTERM, signal.SIGINT)} \
-        if threading.current_thread() is threading.main_thread() else {}
-    try:
-        return tool.run()
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    return run_until_signalled(tool.run, tool.stop)
 
 
 if __name__ == "__main__":

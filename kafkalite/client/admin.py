@@ -415,6 +415,18 @@ class AdminCore:
     def _deadline(self) -> float:
         return time.monotonic() + self.request_timeout_ms / 1000
 
+    async def _coordinator_retry(self, link: CoordinatorLink, error: BaseException, deadline: float) -> bool:
+        """True, after the retry backoff, when ``error`` says the group's coordinator moved, is
+        not available or is still loading and time is left: the caller asks again (a moved
+        coordinator is looked up anew)."""
+        if not isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError)) \
+                or time.monotonic() >= deadline:
+            return False
+        if not isinstance(error, CoordinatorLoadInProgressError):
+            link.forget()
+        await asyncio.sleep(self.retry_backoff_ms / 1000)
+        return True
+
     async def list_consumer_groups(self, broker_ids: Sequence[int] | None,
                                    states: Sequence[str] | None) -> list[tuple[str, str]]:
         cluster = await self.describe_cluster()
@@ -460,11 +472,7 @@ class AdminCore:
             code = int(entry.get("error_code", 0))
             if code:
                 error = protocol.error_for(code, str(entry.get("message", "")))
-                if isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError)) \
-                        and time.monotonic() < deadline:
-                    if not isinstance(error, CoordinatorLoadInProgressError):
-                        link.forget()
-                    await asyncio.sleep(self.retry_backoff_ms / 1000)
+                if await self._coordinator_retry(link, error, deadline):
                     continue
                 return GroupInformation(code, group_id, "", "", "", [], None, -1, "", None)
             consumer = entry.get("protocol_type") in (PROTOCOL_TYPE, "")
@@ -522,11 +530,7 @@ class AdminCore:
                 if not code:
                     return group_id, None
                 error = protocol.error_for(code, str(entry.get("message", "")))
-                if isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError)) \
-                        and time.monotonic() < deadline:
-                    if not isinstance(error, CoordinatorLoadInProgressError):
-                        link.forget()
-                    await asyncio.sleep(self.retry_backoff_ms / 1000)
+                if await self._coordinator_retry(link, error, deadline):
                     continue
                 return group_id, error
 

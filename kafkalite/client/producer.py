@@ -350,11 +350,15 @@ class ProducerCore:
             raise ConfigError(f"partition must be a non-negative integer, got {partition!r}")
         return _Prepared(topic, key, value, header_list, partition, timestamp, size)
 
-    def send_plain(self, topic: str, value: bytes, key: bytes | None, timestamp_ms: int | None) -> RecordFuture | None:
+    def send_plain(self, topic: str, value: Any, key: Any, headers: Any, partition: int | None,
+                   timestamp_ms: int | None) -> RecordFuture | None:
         """The common ``send()`` in one pass: bytes value, bytes or no key, no headers, no
-        explicit partition, no serializers (the caller checks those). None when the general
-        path must run: producer closed, topic not in the metadata, record too large, or no room
-        in ``buffer_memory`` — that path raises or waits as appropriate."""
+        explicit partition, no serializers. None when the general path (``prepare`` and
+        ``place``) must run: another shape, producer closed, topic not in the metadata, record
+        too large, or no room in ``buffer_memory`` — that path raises or waits as appropriate."""
+        if headers is not None or partition is not None or type(value) is not bytes or not self.plain_sends \
+                or (key is not None and type(key) is not bytes):
+            return None
         partitions = self.metadata.view.partitions.get(topic)
         if not partitions or self.closed:
             return None
@@ -544,11 +548,9 @@ class KafkaProducer:
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
         """Queue one record; its future resolves when the broker acknowledged it."""
         core = self._core
-        if headers is None and partition is None and type(value) is bytes and core.plain_sends \
-                and (key is None or type(key) is bytes):
-            future = core.send_plain(topic, value, key, timestamp_ms)
-            if future is not None:
-                return future
+        future = core.send_plain(topic, value, key, headers, partition, timestamp_ms)
+        if future is not None:
+            return future
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)
         result = core.place(record)
         if type(result) is RecordFuture:
@@ -662,11 +664,9 @@ class AIOKafkaProducer:
         if not self._started:
             raise IllegalStateError("call await producer.start() first")
         core = self._core
-        if headers is None and partition is None and type(value) is bytes and core.plain_sends \
-                and (key is None or type(key) is bytes):
-            future = core.send_plain(topic, value, key, timestamp_ms)
-            if future is not None:
-                return future
+        future = core.send_plain(topic, value, key, headers, partition, timestamp_ms)
+        if future is not None:
+            return future
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)
         result = core.place(record)
         if type(result) is RecordFuture:

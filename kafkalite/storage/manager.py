@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kafkalite.config import LogConfig
-from kafkalite.errors import LogDirOfflineError, StorageError
+from kafkalite.errors import KafkaStorageError, LogDirOfflineError, StorageError
 from kafkalite.storage import checkpoint, cleaner, files
 from kafkalite.storage.log import Clock, PartitionLog, wall_clock_ms
 
@@ -166,8 +166,12 @@ class LogManager:
             if problem:
                 raise StorageError(problem)
             directory = self._least_loaded_dir() / files.partition_dir_name(topic, partition)
-            partition_log = PartitionLog(directory, topic, partition, config or self.config_for(topic), self.clock,
-                                         clean_shutdown=True)
+            try:
+                partition_log = PartitionLog(directory, topic, partition, config or self.config_for(topic),
+                                             self.clock, clean_shutdown=True)
+            except OSError as exc:  # a full disk: the next attempt opens what this one created
+                raise KafkaStorageError(f"cannot create the log of {topic}-{partition} in {directory.parent}: "
+                                        f"{exc.strerror or exc}") from exc
             partition_log.on_dir_failure = self.fail_dir
             self.logs[key] = partition_log
             return partition_log

@@ -292,3 +292,28 @@ def test_recovery_says_which_offsets_it_drops_after_a_damaged_segment(
     assert len(drops) == 1
     assert f"offsets {valid_end}..599" in drops[0]
     assert f"{len(later)} segment(s) {', '.join(map(str, later))}" in drops[0]
+
+
+def test_a_log_that_cannot_be_created_is_a_storage_error_and_can_be_retried(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager([tmp_path / "data"], LogConfig(), clock=FakeClock())
+    manager.start()
+    real_open = os.open
+    calls = 0
+
+    def full_disk_open(path: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the log file was created, its index cannot be
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, flags, mode, **kwargs)
+
+    monkeypatch.setattr(os, "open", full_disk_open)
+    with pytest.raises(KafkaStorageError):
+        manager.get_or_create("topic", 0)
+    monkeypatch.undo()
+    assert manager.get("topic", 0) is None
+    created = manager.get_or_create("topic", 0)
+    created.append_as_leader(values_batch(0, 10), leader_epoch=0)
+    assert read_all(created) == list(range(10))
+    manager.shutdown()

@@ -21,7 +21,7 @@ from typing import Iterator
 import pytest
 
 from kafkalite import KafkaConsumer, KafkaProducer, TopicPartition, errors
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import BrokerCluster, http
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +120,8 @@ def test_no_acknowledged_record_is_lost_after_a_full_disk(tmpfs_cluster: tuple[B
             assert isinstance(failure, errors.KafkaStorageError), repr(failure)
             assert failure.errno == 56 and failure.retriable
         assert not held.is_done, "a retrying producer gave up on KAFKA_STORAGE_ERROR"
+        # A full disk is transient: the log directory stays online.
+        assert http(broker.address, "GET", "/health")["offline_log_dirs"] == []
 
         filler.unlink()
         held_offset = held.get(30).offset

@@ -11,6 +11,8 @@ name, so that a client sees the same names a Kafka user knows::
     │   │   └── TruncatedBatchError      a batch cut short (torn tail of a log)
     │   ├── UnknownTopicOrPartitionError UNKNOWN_TOPIC_OR_PARTITION (3)
     │   ├── NotLeaderForPartitionError   NOT_LEADER_OR_FOLLOWER (6)
+    │   ├── KafkaStorageError            KAFKA_STORAGE_ERROR (56) — a write failed and was undone
+    │   │   └── LogDirOfflineError       the partition's log directory is offline
     │   └── ...                          one class per code in the table below
     ├── KafkaConnectionError             transport failures (retriable)
     ├── KafkaTimeoutError                a client-side wait ran out
@@ -388,6 +390,11 @@ class KafkaStorageError(BrokerResponseError):
     http_status = 503
     retriable = True
     invalid_metadata = True
+
+
+class LogDirOfflineError(KafkaStorageError):
+    """The log directory holding the partition is offline after an I/O error that could not be
+    undone (EIO, EROFS, a failed rollback): nothing in it is written or read until a restart."""
 
 
 class UnknownProducerIdError(BrokerResponseError):

@@ -135,7 +135,9 @@ class BrokerApi:
         return _json_response({"status": "ok", "broker_id": broker.config.broker_id,
                                "controller_id": broker.metadata.controller_id,
                                "is_controller": broker.controller.active,
-                               "cluster_id": broker.metadata.cluster_id})
+                               "cluster_id": broker.metadata.cluster_id,
+                               "offline_log_dirs": [{"path": str(path), "reason": reason} for path, reason
+                                                    in sorted(broker.log_manager.offline_dirs.items())]})
 
     async def api_versions(self, request: web.Request) -> web.Response:
         from kafkalite import __version__

@@ -219,7 +219,11 @@ class ReplicaManager:
         if topic_id:
             marker = partition_log.directory / TOPIC_ID_FILE
             if not marker.exists():
-                marker.write_text(f"version: 0\ntopic_id: {topic_id}\n")
+                try:
+                    marker.write_text(f"version: 0\ntopic_id: {topic_id}\n")
+                except OSError as exc:  # a full disk: written on the next notification instead
+                    marker.unlink(missing_ok=True)
+                    log.warning("cannot record the topic id of %s-%d: %s", topic, number, exc.strerror or exc)
         partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
         await asyncio.to_thread(partition.rebuild_producer_state)
         if key in self.partitions:

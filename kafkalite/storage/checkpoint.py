@@ -6,7 +6,8 @@ checkpoints hold ``topic partition offset``; the leader-epoch checkpoint holds
 and the directory fsynced, so a crash leaves either the old or the new content.
 
 A malformed checkpoint raises :class:`~kafkalite.errors.StorageError`; callers decide whether
-to fall back (a missing recovery point means "recover everything").
+to fall back (a missing recovery point means "recover everything"). A write that fails raises
+the ``OSError`` after removing its temporary file; the previous checkpoint stays intact.
 Thread-safety: each function touches one file; callers serialise writers of the same file.
 """
 
@@ -26,11 +27,15 @@ def _write_lines(path: Path, lines: Iterable[str]) -> None:
     body = list(lines)
     text = f"{VERSION}\n{len(body)}\n" + "".join(line + "\n" for line in body)
     temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a failed write (disk full) leaves the old file alone
+        raise
     fsync_directory(path.parent)
 
 

@@ -134,6 +134,17 @@ def _clean_group(partition_log: PartitionLog, group: list[Segment], latest: dict
                      index_interval_bytes=config.index_interval_bytes,
                      max_index_entries=config.segment_index_bytes // 8,
                      created_ms=max(segment.created_ms for segment in group))
+    try:
+        _copy_group(group, output, latest, checkpoint, tombstone_horizon, totals)
+    except BaseException:
+        output.delete_files()  # a failed pass (a full disk) leaves no .cleaned file behind
+        raise
+    totals["after"] += output.size
+    return output
+
+
+def _copy_group(group: list[Segment], output: Segment, latest: dict[bytes | None, int], checkpoint: int,
+                tombstone_horizon: int, totals: dict[str, int]) -> None:
     for segment in group:
         totals["before"] += segment.size
         drop_tombstones = segment.largest_timestamp() < tombstone_horizon
@@ -154,8 +165,6 @@ def _clean_group(partition_log: PartitionLog, group: list[Segment], latest: dict
             data = batch.raw() if len(kept) == len(records) else _rebuild(batch, kept)
             output.append(data, batch.base_offset, batch.next_offset,
                           max(record.timestamp for record in kept), kept[-1].offset)
-    totals["after"] += output.size
-    return output
 
 
 def _rebuild(batch: RecordBatch, kept: list[Record]) -> bytes:

@@ -33,10 +33,11 @@ class LeaderEpochCache:
         """Record that ``epoch`` starts at ``start_offset`` (ignored unless epoch is newer)."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
+        previous = list(self.entries)
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        self._persist()
+        self._persist(previous)
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) answering a follower whose last epoch is ``requested_epoch``.
@@ -75,7 +76,7 @@ class LeaderEpochCache:
         kept = [entry for entry in self.entries if entry[1] < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self._persist()
+            self._persist()  # the log was cut already: memory follows the log even if this fails
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly below ``start_offset`` (after segments were deleted)."""
@@ -93,5 +94,12 @@ class LeaderEpochCache:
         self.entries = []
         self._persist()
 
-    def _persist(self) -> None:
-        checkpoint.write_epochs(self.path, self.entries)
+    def _persist(self, previous: list[tuple[int, int]] | None = None) -> None:
+        """Write the entries; when that fails, go back to ``previous`` (memory and file then
+        agree) and re-raise the ``OSError``."""
+        try:
+            checkpoint.write_epochs(self.path, self.entries)
+        except OSError:
+            if previous is not None:
+                self.entries = previous
+            raise

@@ -11,6 +11,7 @@ Thread-safety: pure functions, safe from any thread.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -32,6 +33,9 @@ CLEAN_SHUTDOWN_MARKER = ".kafkalite_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 
 SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+# I/O errors that pass by themselves (space comes back): the log directory stays online.
+TRANSIENT_IO_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)((?:\.cleaned|\.swap|\.deleted)?)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -89,3 +93,9 @@ def fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def is_transient_io_error(exc: OSError) -> bool:
+    """True for a full disk or quota (the write may succeed later); False for EIO, EROFS and
+    every other I/O error, which take a log directory offline."""
+    return exc.errno in TRANSIENT_IO_ERRNOS

@@ -118,6 +118,15 @@ class OffsetIndex:
         self._summary = []
         os.ftruncate(self._fd, 0)
 
+    def restore_length(self, entries: int) -> None:
+        """Keep the first ``entries`` entries and cut the file to exactly them (undoes a failed
+        append, including a partly written entry past the in-memory ones)."""
+        if entries < len(self.positions):
+            del self.relative_offsets[entries:]
+            del self.positions[entries:]
+            del self._summary[(entries + _STRIDE - 1) // _STRIDE:]
+        os.ftruncate(self._fd, entries * self.entry_size)
+
     def flush(self) -> None:
         os.fsync(self._fd)
 
@@ -201,6 +210,13 @@ class TimeIndex:
         self.timestamps = array("q")
         self.relative_offsets = array("q")
         os.ftruncate(self._fd, 0)
+
+    def restore_length(self, entries: int) -> None:
+        """Keep the first ``entries`` entries and cut the file to exactly them."""
+        if entries < len(self.timestamps):
+            del self.timestamps[entries:]
+            del self.relative_offsets[entries:]
+        os.ftruncate(self._fd, entries * self.entry_size)
 
     def flush(self) -> None:
         os.fsync(self._fd)

@@ -12,6 +12,16 @@ stamps the leader epoch in place â€” without recomputing CRCs or decompressing â
 A request is validated completely before a single byte is written: a bad batch never leaves a
 partial write behind.
 
+Storage errors follow Kafka's log-directory failure model. An append that fails with an I/O
+error is rolled back by the segment (file cut back to its last whole batch, indexes to their
+previous entries) before the error is raised, so the log end offset, the files and the epoch
+cache keep agreeing. ENOSPC and EDQUOT are transient: the append raises KafkaStorageError
+(retriable) and the log keeps serving, so writes resume when space returns (one WARN when
+appends start failing, one INFO when they succeed again). Any other I/O error, a failed
+rollback or a failed fsync takes the log offline: :attr:`PartitionLog.offline_reason` is set,
+``on_dir_failure`` (set by the LogManager) takes the whole log directory offline, and every
+later append or read raises LogDirOfflineError until the broker restarts.
+
 Concurrency: every method takes the log's lock; appends and reads are short page-cache
 operations that the broker may call from its event loop. :meth:`PartitionLog.flush` snapshots
 the segments under the lock and fsyncs outside it, so it belongs on a worker thread.
@@ -34,6 +44,8 @@ from kafkalite.config import LogConfig
 from kafkalite.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
+    LogDirOfflineError,
     MessageSizeTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -42,6 +54,8 @@ from kafkalite.errors import (
 from kafkalite.record.batch import (
     ATTR_TIMESTAMP_TYPE,
     CRC_START,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
     RecordBatch,
     crc32c,
     iter_batches,
@@ -53,8 +67,11 @@ from kafkalite.storage.segment import INT32_MAX, Segment
 log = logging.getLogger(__name__)
 
 _BATCH_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
+_HEADER_PROBE = 27  # bytes of a batch header up to its lastOffsetDelta
 
 Clock = Callable[[], int]
+DirFailureHandler = Callable[[Path, str], None]
 
 
 def wall_clock_ms() -> int:
@@ -108,6 +125,11 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.closed = False
+        # Set once an I/O error could not be undone; the log then serves nothing until restart.
+        self.offline_reason: str | None = None
+        # Called with (log directory, reason) when this log goes offline (see LogManager).
+        self.on_dir_failure: DirFailureHandler | None = None
+        self._append_failure: str | None = None  # the transient error appends last failed with
         self._pending_deletes: list[tuple[int, Segment]] = []
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory / files.LEADER_EPOCH_CHECKPOINT)
@@ -183,25 +205,63 @@ class PartitionLog:
             else:
                 segment.load()
             if self.segments and segment.base_offset < self.active_segment.next_offset:
-                log.warning("%s: segment %d overlaps its predecessor; deleting it and what follows",
-                            self.name, base_offset)
-                segment.delete_files()
-                self._delete_files_of(bases[position + 1:])
+                segment.close()
+                self._drop_segments_after_damage(
+                    bases[position:], self.active_segment.next_offset,
+                    f"segment {base_offset} overlaps its predecessor, which ends at offset "
+                    f"{self.active_segment.next_offset}")
                 break
             self._append_segment(segment)
             if truncated and position + 1 < len(bases):
                 # Damage ends the valid log: everything after it is unreachable.
-                self._delete_files_of(bases[position + 1:])
+                self._drop_segments_after_damage(
+                    bases[position + 1:], segment.next_offset,
+                    f"segment {base_offset} is damaged at offset {segment.next_offset} ({truncated} bytes cut)")
                 break
         if not self.segments:
             self._append_segment(self._new_segment(0))
         self.epoch_cache.truncate_from_end(self.log_end_offset)
 
-    def _delete_files_of(self, base_offsets: list[int]) -> None:
+    def _drop_segments_after_damage(self, base_offsets: list[int], valid_end: int, cause: str) -> None:
+        """Delete segments the valid log no longer reaches, saying at WARN which offsets go."""
+        last_offset = self._last_offset_on_disk(base_offsets[-1])
+        lost = f"offsets {valid_end}..{last_offset}" if last_offset >= valid_end else f"offsets from {valid_end}"
+        size = sum(files.segment_path(self.directory, base_offset, files.LOG_SUFFIX).stat().st_size
+                   for base_offset in base_offsets
+                   if files.segment_path(self.directory, base_offset, files.LOG_SUFFIX).exists())
+        log.warning("%s: recovery drops %d segment(s) %s (%s, %d bytes) because %s; the log now ends at "
+                    "offset %d", self.name, len(base_offsets), ", ".join(map(str, base_offsets)), lost, size,
+                    cause, valid_end)
         for base_offset in base_offsets:
-            log.warning("%s: deleting segment %d after a damaged one", self.name, base_offset)
             for suffix in files.SEGMENT_FILE_SUFFIXES:
                 files.segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
+
+    def _last_offset_on_disk(self, base_offset: int) -> int:
+        """The last offset of the last batch header in a segment file, reading headers only
+        (-1 when none can be read). Used to report what recovery drops."""
+        path = files.segment_path(self.directory, base_offset, files.LOG_SUFFIX)
+        last = -1
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return last
+        try:
+            size = os.fstat(fd).st_size
+            position = 0
+            while position + _HEADER_PROBE <= size:
+                header = os.pread(fd, _HEADER_PROBE, position)
+                if len(header) < _HEADER_PROBE:
+                    break
+                batch_base, batch_length = _BATCH_PREFIX.unpack_from(header)[:2]
+                if batch_length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + batch_length > size:
+                    break
+                last = batch_base + _LAST_OFFSET_DELTA.unpack_from(header, 23)[0]
+                position += LOG_OVERHEAD + batch_length
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return last
 
     def _needs_recovery(self, base_offset: int, live: dict[int, bool]) -> bool:
         later = [offset for offset in live if offset > base_offset]
@@ -350,13 +410,50 @@ class PartitionLog:
     def _write(self, data: memoryview | list[bytes | bytearray | memoryview], first_offset: int, next_offset: int,
                max_timestamp: int, offset_of_max: int, leader_epoch: int) -> None:
         size = sum(len(piece) for piece in data) if isinstance(data, list) else len(data)
-        self._maybe_roll(size, next_offset - 1)
-        if leader_epoch >= 0:
-            self.epoch_cache.assign(leader_epoch, first_offset)
-        self.active_segment.append(data, first_offset, next_offset, max_timestamp, offset_of_max)
+        try:
+            self._maybe_roll(size, next_offset - 1)
+            if leader_epoch >= 0:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            self.active_segment.append(data, first_offset, next_offset, max_timestamp, offset_of_max)
+        except LogDirOfflineError as exc:
+            self._go_offline(str(exc))
+            raise
+        except OSError as exc:
+            raise self._append_failed(exc) from exc
+        if self._append_failure is not None:
+            log.info("%s: appends succeed again (they failed with: %s)", self.name, self._append_failure)
+            self._append_failure = None
         self._unflushed_messages += next_offset - first_offset
         if self._unflushed_messages >= self.config.flush_messages:
             self._flush_locked(next_offset)
+
+    def _append_failed(self, exc: OSError) -> KafkaStorageError:
+        """The error to raise for an append the segment rolled back; a non-transient cause
+        takes the log offline."""
+        reason = exc.strerror or str(exc)
+        if files.is_transient_io_error(exc):
+            if self._append_failure is None:
+                log.warning("%s: appends fail and are rolled back (%s); the log stays online and "
+                            "writes resume when the disk has room again", self.name, reason)
+            self._append_failure = reason
+            return KafkaStorageError(f"{self.name}: the write failed and was undone: {reason}")
+        detail = f"{self.name}: the write failed and was undone: {reason}"
+        self._go_offline(detail)
+        return LogDirOfflineError(detail)
+
+    def _go_offline(self, reason: str) -> None:
+        if self.offline_reason is not None:
+            return
+        self.offline_reason = reason
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(self.directory.parent, reason)
+        else:
+            log.error("%s: the log is offline: %s", self.name, reason)
+
+    def mark_offline(self, reason: str) -> None:
+        """Stop serving this log (its log directory failed); idempotent."""
+        if self.offline_reason is None:  # no lock: a failing writer may hold it while it calls us
+            self.offline_reason = reason
 
     def _maybe_roll(self, incoming_bytes: int, last_offset: int) -> None:
         segment = self.active_segment
@@ -377,6 +474,7 @@ class PartitionLog:
     def _roll_locked(self) -> Segment:
         if self.active_segment.is_empty:
             return self.active_segment
+        self.active_segment.trim_torn_tail()  # a segment never rolls over bytes past its end
         new_segment = self._new_segment(self.log_end_offset)
         self._append_segment(new_segment)
         return new_segment
@@ -391,6 +489,7 @@ class PartitionLog:
         ``offset`` outside [log start, log end] raises OffsetOutOfRangeError.
         """
         with self._lock:
+            self._ensure_online()
             end = self.log_end_offset
             if offset < self.log_start_offset or offset > end:
                 raise OffsetOutOfRangeError(
@@ -491,15 +590,24 @@ class PartitionLog:
                      if segment.next_offset > self.recovery_point and segment.base_offset < target]
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
-        for segment in dirty:
-            segment.flush()
+        try:
+            for segment in dirty:
+                segment.flush()
+        except StorageError as exc:
+            with self._lock:
+                self._go_offline(str(exc))
+            raise LogDirOfflineError(str(exc)) from exc
         with self._lock:
             self.recovery_point = max(self.recovery_point, target)
 
     def _flush_locked(self, target: int) -> None:
-        for segment in self.segments:
-            if segment.next_offset > self.recovery_point and segment.base_offset < target:
-                segment.flush()
+        try:
+            for segment in self.segments:
+                if segment.next_offset > self.recovery_point and segment.base_offset < target:
+                    segment.flush()
+        except StorageError as exc:
+            self._go_offline(str(exc))
+            raise LogDirOfflineError(str(exc)) from exc
         self.recovery_point = max(self.recovery_point, target)
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock()
@@ -602,13 +710,19 @@ class PartitionLog:
     def _ensure_open(self) -> None:
         if self.closed:
             raise StorageError(f"log {self.name} is closed")
+        self._ensure_online()
+
+    def _ensure_online(self) -> None:
+        if self.offline_reason is not None:
+            raise LogDirOfflineError(f"{self.name} is offline: {self.offline_reason}")
 
     def close(self) -> None:
         """Flush everything and close the files."""
         with self._lock:
             if self.closed:
                 return
-            self._flush_locked(self.log_end_offset)
+            if self.offline_reason is None:
+                self._flush_locked(self.log_end_offset)
             self.closed = True
             for segment in self.segments:
                 segment.close()

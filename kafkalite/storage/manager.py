@@ -8,6 +8,14 @@ the per-directory checkpoints: ``recovery-point-offset-checkpoint``,
 ``replication-offset-checkpoint`` (high watermarks), ``log-start-offset-checkpoint`` and
 ``cleaner-offset-checkpoint``.
 
+Log directory failures follow Kafka's model: when a log reports an I/O error it could not undo
+(see :mod:`kafkalite.storage.log`), :meth:`LogManager.fail_dir` takes its whole log directory
+offline — logged at ERROR once, listed in :attr:`LogManager.offline_dirs`, every log in it
+refuses appends and reads with LogDirOfflineError, the periodic jobs and checkpoints skip it,
+new logs go to the remaining directories — until the broker restarts. A checkpoint write that
+fails (a full disk) is retried on the next run: one WARN when a directory's checkpoints start
+failing, one INFO when they succeed again.
+
 A deleted log's directory is first renamed ``<topic>-<partition>.<uuid>-delete`` (so it can
 never be reopened as a live log) and then removed.
 
@@ -26,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from kafkalite.config import LogConfig
-from kafkalite.errors import StorageError
+from kafkalite.errors import KafkaStorageError, LogDirOfflineError, StorageError
 from kafkalite.storage import checkpoint, cleaner, files
 from kafkalite.storage.log import Clock, PartitionLog, wall_clock_ms
 
@@ -51,6 +59,10 @@ class LogManager:
         self.logs: dict[TopicPartitionKey, PartitionLog] = {}
         self._cleaner_checkpoints: dict[TopicPartitionKey, int] = {}
         self.started = False
+        # Log directories taken offline by an I/O error, with the reason (until restart).
+        self.offline_dirs: dict[Path, str] = {}
+        # Directories whose last checkpoint write failed, with the error (WARN once, INFO after).
+        self._checkpoint_failures: dict[Path, str] = {}
 
     # -- start and stop -----------------------------------------------------------------------
     def start(self) -> None:
@@ -74,29 +86,60 @@ class LogManager:
                 if parsed is None:
                     continue
                 topic, partition = parsed
-                self.logs[parsed] = PartitionLog(
+                partition_log = PartitionLog(
                     path, topic, partition, self.config_for(topic), self.clock,
                     recovery_point=recovery_points.get(parsed, 0),
                     log_start_offset=start_offsets.get(parsed, 0),
                     high_watermark=high_watermarks.get(parsed, 0),
                     clean_shutdown=clean_shutdown,
                 )
+                partition_log.on_dir_failure = self.fail_dir
+                self.logs[parsed] = partition_log
             marker.unlink(missing_ok=True)
             files.fsync_directory(directory)
         self.started = True
         log.info("loaded %d partition logs from %s", len(self.logs), ", ".join(map(str, self.log_dirs)))
 
     def shutdown(self) -> None:
-        """Flush and close every log, write checkpoints and the clean-shutdown markers."""
+        """Flush and close every log, write checkpoints and the clean-shutdown markers.
+
+        A directory that is offline, or whose logs or checkpoints could not be written, gets
+        no clean-shutdown marker: the next start recovers it."""
         with self._lock:
             logs = list(self.logs.values())
         for partition_log in logs:
-            partition_log.close()
+            try:
+                partition_log.close()
+            except LogDirOfflineError as exc:
+                log.warning("closing %s: %s", partition_log.name, exc)
         self.checkpoint_all()
         for directory in self.log_dirs:
-            (directory / files.CLEAN_SHUTDOWN_MARKER).touch()
-            files.fsync_directory(directory)
+            if directory in self.offline_dirs or directory in self._checkpoint_failures:
+                log.warning("%s gets no clean-shutdown marker (its writes failed); it is recovered on the "
+                            "next start", directory)
+                continue
+            try:
+                (directory / files.CLEAN_SHUTDOWN_MARKER).touch()
+                files.fsync_directory(directory)
+            except OSError as exc:
+                log.warning("cannot write the clean-shutdown marker of %s: %s", directory, exc.strerror or exc)
         self.started = False
+
+    def fail_dir(self, directory: Path, reason: str) -> None:
+        """Take a log directory offline after an I/O error that could not be undone: every log
+        in it stops serving until the broker restarts. Idempotent; logs at ERROR once."""
+        directory = Path(directory)
+        with self._lock:
+            if directory in self.offline_dirs:
+                return
+            self.offline_dirs[directory] = reason
+            doomed = [partition_log for partition_log in self.logs.values()
+                      if partition_log.directory.parent == directory]
+        for partition_log in doomed:
+            partition_log.mark_offline(f"log directory {directory} is offline")
+        log.error("log directory %s is offline after an I/O error (%s); its %d partition(s) are not served "
+                  "until the broker restarts: %s", directory, reason, len(doomed),
+                  ", ".join(sorted(partition_log.name for partition_log in doomed)))
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartitionKey, int]:
@@ -123,18 +166,26 @@ class LogManager:
             if problem:
                 raise StorageError(problem)
             directory = self._least_loaded_dir() / files.partition_dir_name(topic, partition)
-            partition_log = PartitionLog(directory, topic, partition, config or self.config_for(topic), self.clock,
-                                         clean_shutdown=True)
+            try:
+                partition_log = PartitionLog(directory, topic, partition, config or self.config_for(topic),
+                                             self.clock, clean_shutdown=True)
+            except OSError as exc:  # a full disk: the next attempt opens what this one created
+                raise KafkaStorageError(f"cannot create the log of {topic}-{partition} in {directory.parent}: "
+                                        f"{exc.strerror or exc}") from exc
+            partition_log.on_dir_failure = self.fail_dir
             self.logs[key] = partition_log
             return partition_log
 
     def _least_loaded_dir(self) -> Path:
-        counts = {directory: 0 for directory in self.log_dirs}
+        online = [directory for directory in self.log_dirs if directory not in self.offline_dirs]
+        if not online:
+            raise LogDirOfflineError(f"every log directory is offline: {', '.join(map(str, self.log_dirs))}")
+        counts = {directory: 0 for directory in online}
         for partition_log in self.logs.values():
             parent = partition_log.directory.parent
             if parent in counts:
                 counts[parent] += 1
-        return min(self.log_dirs, key=lambda directory: counts[directory])
+        return min(online, key=lambda directory: counts[directory])
 
     def update_config(self, topic: str) -> None:
         """Re-read a topic's overrides and apply them to its open logs."""
@@ -168,17 +219,23 @@ class LogManager:
         """Apply retention to every log and unlink expired ``.deleted`` files; returns segments removed."""
         removed = 0
         for partition_log in list(self.logs.values()):
-            if partition_log.closed:
+            if partition_log.closed or partition_log.offline_reason is not None:
                 continue
-            removed += partition_log.delete_old_segments()
-            partition_log.delete_expired_files()
+            try:
+                removed += partition_log.delete_old_segments()
+                partition_log.delete_expired_files()
+            except (OSError, LogDirOfflineError) as exc:
+                log.warning("retention of %s failed, retrying on the next run: %s", partition_log.name, exc)
         return removed
 
     def flush_due_logs(self) -> int:
         flushed = 0
         for partition_log in list(self.logs.values()):
-            if not partition_log.closed and partition_log.flush_due():
-                partition_log.flush()
+            if not partition_log.closed and partition_log.offline_reason is None and partition_log.flush_due():
+                try:
+                    partition_log.flush()
+                except LogDirOfflineError:
+                    continue  # its directory went offline (logged once by fail_dir)
                 flushed += 1
         return flushed
 
@@ -186,9 +243,14 @@ class LogManager:
         """One compaction pass over every compacted log that qualifies."""
         results = []
         for key, partition_log in list(self.logs.items()):
-            if partition_log.closed or not partition_log.config.compact:
+            if partition_log.closed or partition_log.offline_reason is not None or not partition_log.config.compact:
                 continue
-            result = cleaner.clean(partition_log, self._cleaner_checkpoints.get(key, 0), force=force)
+            try:
+                result = cleaner.clean(partition_log, self._cleaner_checkpoints.get(key, 0), force=force)
+            except OSError as exc:
+                log.warning("compaction of %s failed, retrying on the next run: %s", partition_log.name,
+                            exc.strerror or exc)
+                continue
             if result.cleaned:
                 self._cleaner_checkpoints[key] = result.new_checkpoint
                 results.append((key, result))
@@ -196,19 +258,43 @@ class LogManager:
             self.checkpoint_all()
         return results
 
-    def checkpoint_all(self) -> None:
-        """Write every per-directory checkpoint file."""
+    def checkpoint_all(self) -> bool:
+        """Write every per-directory checkpoint file of the online directories; returns True
+        when all were written. A failed write leaves the previous file in place and is retried
+        on the next call (one WARN when a directory starts failing, one INFO when it recovers)."""
         with self._lock:
             logs = dict(self.logs)
+        written = True
         for directory in self.log_dirs:
+            if directory in self.offline_dirs:
+                written = False
+                continue
             mine = {key: partition_log for key, partition_log in logs.items()
                     if partition_log.directory.parent == directory}
-            checkpoint.write_offsets(directory / files.RECOVERY_POINT_CHECKPOINT,
-                                     {key: plog.recovery_point for key, plog in mine.items()})
-            checkpoint.write_offsets(directory / files.REPLICATION_CHECKPOINT,
-                                     {key: plog.high_watermark for key, plog in mine.items()})
-            checkpoint.write_offsets(directory / files.LOG_START_CHECKPOINT,
-                                     {key: plog.log_start_offset for key, plog in mine.items()})
-            checkpoint.write_offsets(directory / files.CLEANER_CHECKPOINT,
-                                     {key: offset for key, offset in self._cleaner_checkpoints.items()
-                                      if key in mine})
+            try:
+                self._write_checkpoints(directory, mine)
+            except OSError as exc:
+                written = False
+                reason = exc.strerror or str(exc)
+                if directory not in self._checkpoint_failures:
+                    log.warning("cannot write the checkpoints of %s (%s); the previous ones stay, retrying on the "
+                                "next run", directory, reason)
+                else:
+                    log.debug("checkpoints of %s still fail: %s", directory, reason)
+                self._checkpoint_failures[directory] = reason
+                continue
+            failed = self._checkpoint_failures.pop(directory, None)
+            if failed is not None:
+                log.info("checkpoints of %s are written again (they failed with: %s)", directory, failed)
+        return written
+
+    def _write_checkpoints(self, directory: Path, mine: dict[TopicPartitionKey, PartitionLog]) -> None:
+        checkpoint.write_offsets(directory / files.RECOVERY_POINT_CHECKPOINT,
+                                 {key: plog.recovery_point for key, plog in mine.items()})
+        checkpoint.write_offsets(directory / files.REPLICATION_CHECKPOINT,
+                                 {key: plog.high_watermark for key, plog in mine.items()})
+        checkpoint.write_offsets(directory / files.LOG_START_CHECKPOINT,
+                                 {key: plog.log_start_offset for key, plog in mine.items()})
+        checkpoint.write_offsets(directory / files.CLEANER_CHECKPOINT,
+                                 {key: offset for key, offset in self._cleaner_checkpoints.items()
+                                  if key in mine})

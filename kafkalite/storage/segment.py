@@ -6,6 +6,10 @@ batches by position, translates an offset into the position of the batch holding
 lookup, then a bounded header scan), truncates, recovers after an unclean shutdown (validate
 every batch, rebuild the indexes, cut a torn or corrupt tail), and flushes.
 
+An append that fails with an I/O error (ENOSPC, EIO...) is rolled back before the error leaves
+:meth:`Segment.append`: the file is cut back to the end of its last whole batch and the indexes
+to their previous entries, so the segment's bytes always end where its logical size says.
+
 File I/O goes through raw descriptors with ``pread``/``pwrite``, so a flush (fsync) may run on a
 worker thread while the owner keeps appending. Otherwise not thread-safe: the owning
 :class:`~kafkalite.storage.log.PartitionLog` serialises every other call.
@@ -13,13 +17,14 @@ worker thread while the owner keeps appending. Otherwise not thread-safe: the ow
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from kafkalite.errors import CorruptRecordError, StorageError, TruncatedBatchError
+from kafkalite.errors import CorruptRecordError, LogDirOfflineError, StorageError, TruncatedBatchError
 from kafkalite.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
 from kafkalite.storage import files
 from kafkalite.storage.index import OffsetIndex, TimeIndex
@@ -67,11 +72,20 @@ class Segment:
         self.suffix = suffix
         self.log_path = files.segment_path(directory, base_offset, files.LOG_SUFFIX, suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.index = OffsetIndex(files.segment_path(directory, base_offset, files.INDEX_SUFFIX, suffix),
-                                 base_offset, max_index_entries)
-        self.time_index = TimeIndex(files.segment_path(directory, base_offset, files.TIME_INDEX_SUFFIX, suffix),
-                                    base_offset, max_index_entries)
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.index = OffsetIndex(files.segment_path(directory, base_offset, files.INDEX_SUFFIX, suffix),
+                                     base_offset, max_index_entries)
+            try:
+                self.time_index = TimeIndex(
+                    files.segment_path(directory, base_offset, files.TIME_INDEX_SUFFIX, suffix),
+                    base_offset, max_index_entries)
+            except BaseException:
+                self.index.close()
+                raise
+        except BaseException:
+            os.close(self._fd)  # a failed open (e.g. no inode left) leaks no descriptor
+            raise
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -108,11 +122,17 @@ class Segment:
             raise StorageError(f"offset {next_offset - 1} does not fit segment {self.base_offset}")
         position = self.size
         buffers = data if isinstance(data, list) else [data]
-        length = _write_all(self._fd, buffers, position)
-        if self._bytes_since_index_entry > self.index_interval_bytes:
-            self.index.append(first_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._bytes_since_index_entry = 0
+        index_entries = len(self.index)
+        time_index_entries = len(self.time_index)
+        try:
+            length = _write_all(self._fd, buffers, position)
+            if self._bytes_since_index_entry > self.index_interval_bytes:
+                self.index.append(first_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index_entry = 0
+        except OSError as exc:
+            self._roll_back(exc, position, index_entries, time_index_entries)
+            raise
         self._bytes_since_index_entry += length
         self.size = position + length
         self.next_offset = next_offset
@@ -120,6 +140,36 @@ class Segment:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = offset_of_max_timestamp
         return position
+
+    def _roll_back(self, cause: OSError, position: int, index_entries: int, time_index_entries: int) -> None:
+        """Undo a failed append: cut the file back to ``position`` (the end of the last whole
+        batch) and both indexes back to their previous entries, so no torn bytes stay behind
+        the segment's logical end. A rollback that fails itself raises LogDirOfflineError."""
+        try:
+            os.ftruncate(self._fd, position)
+            self.index.restore_length(index_entries)
+            self.time_index.restore_length(time_index_entries)
+            actual = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise LogDirOfflineError(
+                f"append to {self.log_path} failed ({cause.strerror or cause}) and the rollback to byte "
+                f"{position} failed too ({exc.strerror or exc})") from cause
+        if actual != position:
+            raise LogDirOfflineError(
+                f"append to {self.log_path} failed ({cause.strerror or cause}) and the file is {actual} bytes "
+                f"after the rollback to byte {position}") from cause
+
+    def trim_torn_tail(self) -> int:
+        """Cut any bytes past the segment's logical end (left by a write whose rollback could
+        not be confirmed); returns how many. Called before a segment stops being active, so a
+        segment never rolls over a torn tail."""
+        actual = os.fstat(self._fd).st_size
+        if actual <= self.size:
+            return 0
+        os.ftruncate(self._fd, self.size)
+        log.warning("cut %d bytes past the logical end (byte %d) of %s", actual - self.size, self.size,
+                    self.log_path)
+        return actual - self.size
 
     def flush(self) -> None:
         """fsync the log and its indexes (may run on a worker thread)."""
@@ -405,6 +455,8 @@ def _write_all(fd: int, buffers: list[bytes | bytearray | memoryview], position:
     while views:
         group = views[:_IOV_MAX]
         written = os.pwritev(fd, group, position)
+        if written == 0:
+            raise OSError(errno.EIO, "write made no progress")
         position += written
         consumed = 0
         while consumed < len(group) and written >= len(group[consumed]):

@@ -767,8 +767,6 @@ class ArrowBatchDecoder:
     def decode(self, batch: RecordBatch, min_offset: int, max_offset: int) -> pa.RecordBatch | None:
         """The batch's records with ``min_offset <= offset < max_offset``, or None if none.
         Damage raises CorruptRecordError naming the partition and the batch's offset."""
-        if batch.record_count == 0:
-            return None
         try:
             payload = batch.payload()
             data = payload if isinstance(payload, bytes) else payload.tobytes()

@@ -523,6 +523,9 @@ class RecordBatch:
         payload = memoryview(self.buffer)[start:self.end_position]
         codec = self.compression
         if codec:
+            if codec > max(Compression):
+                raise CorruptRecordError(f"batch at offset {self.base_offset}: unknown compression codec {codec}",
+                                         self.position)
             try:
                 return decompress(codec, payload, max_decompressed)
             except CorruptRecordError as exc:

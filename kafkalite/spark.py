@@ -112,7 +112,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Shor
 from kafkalite import protocol
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import ConfigError, CorruptRecordError, KafkaliteError, KafkaTimeoutError, OffsetOutOfRangeError
-from kafkalite.record.batch import ATTR_TIMESTAMP_TYPE, Record, RecordBatch, UniformRun
+from kafkalite.record.batch import ATTR_TIMESTAMP_TYPE, Record, RecordBatch, UniformRun, run_timestamp_deltas
 
 log = logging.getLogger(__name__)
 
@@ -815,8 +815,11 @@ class ArrowBatchDecoder:
                 else:
                     out.append(pc.binary_slice(records, at, at + length).cast(pa.binary()))
             offsets.append(pc.add(_RAMP.int64(count), _scalar(batch.base_offset + run.first_delta)))
-            millis.append(pa.repeat(_scalar(batch.max_timestamp if log_append
-                                            else batch.base_timestamp + run.timestamp_delta), count))
+            if log_append or not run.timestamp_columns:
+                millis.append(pa.repeat(_scalar(batch.max_timestamp if log_append
+                                                else batch.base_timestamp + run.timestamp_delta), count))
+            else:
+                millis.append(pc.add(pa.array(run_timestamp_deltas(run), _INT64), _scalar(batch.base_timestamp)))
         total = sum(run.count for run in runs)
         return {"key": pa.concat_arrays(keys), "value": pa.concat_arrays(values),
                 "offset": pa.concat_arrays(offsets), "timestamp": self._timestamps(pa.concat_arrays(millis)),

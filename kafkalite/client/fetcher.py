@@ -54,7 +54,14 @@ from kafkalite.errors import (
     OffsetOutOfRangeError,
     TruncatedBatchError,
 )
-from kafkalite.record.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, RecordBatch, run_slices
+from kafkalite.record.batch import (
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    RecordBatch,
+    run_slices,
+    run_timestamp_deltas,
+)
 from kafkalite.transport import AsyncTransport, check_answer
 
 log = logging.getLogger(__name__)
@@ -100,12 +107,19 @@ def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: i
                 keys = [key_deserializer(key) for key in keys]
             if value_deserializer is not None and run.value_length >= 0:
                 values = [value_deserializer(value) for value in values]
-            timestamp = batch.max_timestamp if timestamp_type else batch.base_timestamp + run.timestamp_delta
             key_size = run.key_length
             value_size = run.value_length
-            out.extend([new(cls, (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value, [],
+            if timestamp_type or not run.timestamp_columns:
+                timestamp = batch.max_timestamp if timestamp_type else batch.base_timestamp + run.timestamp_delta
+                out.extend([new(cls, (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
+                                      [], None, key_size, value_size, -1))
+                            for offset, key, value in zip(range(first_offset + low, first_offset + high), keys, values)])
+                continue
+            base_timestamp = batch.base_timestamp
+            out.extend([new(cls, (topic, partition, leader_epoch, offset, base_timestamp + delta, 0, key, value, [],
                                   None, key_size, value_size, -1))
-                        for offset, key, value in zip(range(first_offset + low, first_offset + high), keys, values)])
+                        for offset, delta, key, value in zip(range(first_offset + low, first_offset + high),
+                                                             run_timestamp_deltas(run, low, high), keys, values)])
         return out
     for record in batch.records():
         offset = record.offset

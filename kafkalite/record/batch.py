@@ -711,7 +711,12 @@ def _decode_headers(data: bytes | bytearray, position: int, count: int, record_e
 class UniformRun(NamedTuple):
     """``count`` records laid out identically from ``start`` of a records section, ``stride``
     bytes apart, with offset deltas ``first_delta``, ``first_delta + 1``, ... Positions
-    (``key_at``, ``value_at``) are from a record's start; lengths are -1 for null. No headers."""
+    (``key_at``, ``value_at``) are from a record's start; lengths are -1 for null. No headers.
+
+    Timestamp deltas are all ``timestamp_delta`` when ``timestamp_columns`` is empty; else they
+    are varints of one size whose bytes are ``timestamp_columns`` (column i = byte i of every
+    record), read with :func:`run_timestamp_deltas`.
+    """
 
     start: int
     count: int
@@ -722,12 +727,19 @@ class UniformRun(NamedTuple):
     value_at: int
     value_length: int
     timestamp_delta: int
+    timestamp_columns: tuple[bytes, ...] = ()
 
 
 # Byte ``i`` of the canonical varint of offset delta k, for k below their length, per i.
 _DELTA_COLUMNS: list[bytearray] = [bytearray(), bytearray(), bytearray()]
 _DELTA_SIZE_LIMITS = (64, 8192, 1 << 20)  # canonical offset-delta varints of 1, 2, 3 bytes end here
 _MAX_UNIFORM_COUNT = _DELTA_SIZE_LIMITS[-1]
+_MAX_RUNS = 16
+_MAX_VARYING_TIMESTAMP_BYTES = 3  # per-record timestamp deltas below 2**20 ms in magnitude
+_TIMESTAMP_MARGIN = 1 << 21
+_SINGLE_BYTES = tuple(bytes((value,)) for value in range(256))
+_HIGH_BIT_FLAGS = bytes(1 if value & 0x80 else 0 for value in range(256))  # a translate() table
+_ZIGZAG_BYTE = tuple((value >> 1) ^ -(value & 1) for value in range(128))
 
 
 def _delta_column(byte_index: int, first: int, count: int) -> bytearray:
@@ -741,15 +753,46 @@ def _delta_column(byte_index: int, first: int, count: int) -> bytearray:
     return columns[byte_index][first:first + count]
 
 
+def _leading_equal(column: bytes, value: int) -> int:
+    """How many bytes at the start of ``column`` equal ``value``."""
+    size = len(column)
+    if column.count(value) == size:  # the common answer, and count() is faster than lstrip()
+        return size
+    return size - len(column.lstrip(_SINGLE_BYTES[value]))
+
+
+def _leading_high(column: bytes, high: bool) -> int:
+    """How many bytes at the start of ``column`` have the high bit set (``high``) or clear."""
+    stop = column.translate(_HIGH_BIT_FLAGS).find(0 if high else 1)
+    return len(column) if stop < 0 else stop
+
+
+def _leading_same(column: bytes, expected: bytes | bytearray) -> int:
+    """How many bytes at the start of ``column`` equal ``expected``'s (C-level compares)."""
+    if column == expected:
+        return len(column)
+    low, high = 0, len(column)  # column[:low] matches, column[:high] does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if column[:middle] == expected[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
 def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestamp: int = 0) -> list[UniformRun] | None:
-    """The layout of ``count`` records in ``data`` when they are the bulk shape — a few runs of
-    records that differ only in their offset deltas (0, 1, 2, ... in canonical varints) and in
-    the bytes of their keys and values (no headers) — or None.
+    """The layout of ``count`` records in ``data`` when they are the shape producers write — a
+    few runs of records that differ only in their offset deltas (0, 1, 2, ... in canonical
+    varints), in the bytes of their keys and values, and possibly in their timestamp deltas
+    (varints of one size per run); no headers — or None.
 
     This is the fast half of the validator: the first record of each run is decoded and checked
     in full, then every other byte of every record that is not key or value content is
-    compared with it, one C-level strided slice per byte position. Records accepted here are
-    exactly records :func:`decode_records` accepts, decoded the same way.
+    compared with it (or, for timestamp deltas, checked for the varint's shape), one C-level
+    strided slice per byte position; a run ends at the first record that differs. Records
+    accepted here are exactly records :func:`decode_records` accepts, decoded the same way;
+    None never means damage, only "not this shape" (the general decoder then decides).
     """
     if count <= 0 or count > _MAX_UNIFORM_COUNT or not _INT64_MIN + 64 <= base_timestamp <= _INT64_MAX - 64:
         return None
@@ -761,13 +804,14 @@ def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestam
     index = 0
     try:
         while index < count:
-            if len(runs) >= 8:
+            if len(runs) >= _MAX_RUNS:
                 return None
-            length, at = decode_varint(data, position, 5)
-            record_end = at + length
-            if length < 6 or record_end > end or data[at]:
+            length, attributes_at = decode_varint(data, position, 5)
+            record_end = attributes_at + length
+            if length < 6 or record_end > end or data[attributes_at]:
                 return None
-            timestamp_delta, delta_at = decode_varint(data, at + 1, 10)
+            timestamp_at = attributes_at + 1
+            timestamp_delta, delta_at = decode_varint(data, timestamp_at, 10)
             if not _INT64_MIN <= base_timestamp + timestamp_delta <= _INT64_MAX:
                 return None
             delta, key_length_at = decode_varint(data, delta_at, 5)
@@ -787,24 +831,54 @@ def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestam
             stride = record_end - position
             boundary = next(limit for limit in _DELTA_SIZE_LIMITS if index < limit)
             number = min(count - index, boundary - index, (end - position) // stride)
-            stop = position + number * stride
-            constant = [*range(0, delta_at - position), *range(key_length_at - position, key_at - position),
+            timestamp_size = delta_at - timestamp_at
+            varying = timestamp_size <= _MAX_VARYING_TIMESTAMP_BYTES \
+                and _INT64_MIN + _TIMESTAMP_MARGIN <= base_timestamp <= _INT64_MAX - _TIMESTAMP_MARGIN
+            constant = [*range(0, timestamp_at - position), *range(key_length_at - position, key_at - position),
                         *range(value_length_at - position, value_at - position), stride - 1]
+            if not varying:
+                constant.extend(range(timestamp_at - position, delta_at - position))
             for offset in constant:
-                if data[position + offset:stop:stride].count(data[position + offset]) != number:
-                    return None
+                number = _leading_equal(data[position + offset:position + number * stride:stride],
+                                        data[position + offset])
             for byte_index in range(delta_size):
-                if data[delta_at + byte_index:stop:stride] != _delta_column(byte_index, index, number):
-                    return None
+                number = _leading_same(data[delta_at + byte_index:position + number * stride:stride],
+                                       _delta_column(byte_index, index, number))
+            columns: tuple[bytes, ...] = ()
+            if varying:
+                stop = position + number * stride
+                columns = tuple(data[timestamp_at + byte_index:stop:stride] for byte_index in range(timestamp_size))
+                if any(_leading_equal(column, data[timestamp_at + byte_index]) < number
+                       for byte_index, column in enumerate(columns)):
+                    for byte_index, column in enumerate(columns):
+                        number = min(number, _leading_high(column, byte_index < timestamp_size - 1))
+                    columns = tuple(column[:number] for column in columns)
+                else:
+                    columns = ()
             runs.append(UniformRun(position, number, index, stride, key_at - position, key_length,
-                                   value_at - position, value_length, timestamp_delta))
+                                   value_at - position, value_length, timestamp_delta, columns))
             index += number
-            position = stop
+            position += number * stride
     except (CorruptRecordError, IndexError):
         return None
     if position != end:
         return None
     return runs
+
+
+def run_timestamp_deltas(run: UniformRun, low: int = 0, high: int | None = None) -> list[int]:
+    """The timestamp deltas of records ``low`` to ``high`` (exclusive; default all) of ``run``."""
+    stop = run.count if high is None else high
+    columns = run.timestamp_columns
+    if not columns:
+        return [run.timestamp_delta] * (stop - low)
+    if len(columns) == 1:
+        return list(map(_ZIGZAG_BYTE.__getitem__, columns[0][low:stop]))
+    raw = [0] * (stop - low)
+    for byte_index, column in enumerate(columns):
+        shift = 7 * byte_index
+        raw = [value | ((byte & 0x7F) << shift) for value, byte in zip(raw, column[low:stop])]
+    return [(value >> 1) ^ -(value & 1) for value in raw]
 
 
 def run_slices(data: bytes, run: UniformRun, at: int, length: int, low: int = 0,
@@ -825,8 +899,8 @@ def decode_uniform_values(data: bytes | bytearray | memoryview, count: int) -> l
     runs = uniform_runs(data, count)
     if runs is None:
         return None
-    if any(run.key_length >= 0 or run.value_length < 0 or run.timestamp_delta or run.value_length != runs[0].value_length
-           for run in runs):
+    if any(run.key_length >= 0 or run.value_length < 0 or run.timestamp_delta or run.timestamp_columns
+           or run.value_length != runs[0].value_length for run in runs):
         return None
     if not isinstance(data, bytes):
         data = bytes(data)

@@ -29,12 +29,21 @@ The CRC does not cover baseOffset, batchLength, partitionLeaderEpoch or magic, s
 assigns offsets and stamps its leader epoch by overwriting bytes 0-7 and 12-15 without
 recomputing the CRC and without decompressing (:func:`stamp_batch`).
 
+This module is the one record decoder and validator: :func:`decode_records` (strict: see its
+docstring for the rules) and its fast half :func:`uniform_runs`, which recognises the record
+layouts producers write with C-level strided compares and accepts exactly what
+:func:`decode_records` accepts. The broker validates every produced batch with
+:meth:`RecordBatch.check_records`; the consumer, the Spark reader and the dump tool decode with
+:meth:`RecordBatch.records` or cut fields at the positions :func:`uniform_runs` checked.
+
 Every decoding path raises :class:`~kafkalite.errors.CorruptRecordError` (or its subclass
 :class:`~kafkalite.errors.TruncatedBatchError` for a batch cut short) with the byte position of
 the damaged batch; lengths are checked against the bytes actually present before anything is
-allocated, and decompression is bounded.
+allocated, and decompression is bounded. Producer-only rules (keys on compacted topics, offset
+deltas 0..n-1) raise :class:`~kafkalite.errors.InvalidRecordError` (INVALID_RECORD).
 
-Thread-safety: functions are pure; :class:`BatchBuilder` is a single-owner object.
+Thread-safety: functions are pure (the decoder's lookup tables are replaced whole when they
+grow, never edited in place); :class:`BatchBuilder` is a single-owner object.
 """
 
 from __future__ import annotations
@@ -730,8 +739,9 @@ class UniformRun(NamedTuple):
     timestamp_columns: tuple[bytes, ...] = ()
 
 
-# Byte ``i`` of the canonical varint of offset delta k, for k below their length, per i.
-_DELTA_COLUMNS: list[bytearray] = [bytearray(), bytearray(), bytearray()]
+# Byte ``i`` of the canonical varint of offset delta k, for k below their length, per i; grown
+# by replacing the whole tuple (never edited in place), so threads may share it.
+_DELTA_COLUMNS: tuple[bytes, bytes, bytes] = (b"", b"", b"")
 _DELTA_SIZE_LIMITS = (64, 8192, 1 << 20)  # canonical offset-delta varints of 1, 2, 3 bytes end here
 _MAX_UNIFORM_COUNT = _DELTA_SIZE_LIMITS[-1]
 _MAX_RUNS = 16
@@ -742,14 +752,15 @@ _HIGH_BIT_FLAGS = bytes(1 if value & 0x80 else 0 for value in range(256))  # a t
 _ZIGZAG_BYTE = tuple((value >> 1) ^ -(value & 1) for value in range(128))
 
 
-def _delta_column(byte_index: int, first: int, count: int) -> bytearray:
+def _delta_column(byte_index: int, first: int, count: int) -> bytes:
+    global _DELTA_COLUMNS
     columns = _DELTA_COLUMNS
-    have = len(columns[0])
-    if first + count > have:
-        size = min(max(first + count, 2 * have, 1024), _MAX_UNIFORM_COUNT)
-        extra = [_varint(delta) for delta in range(have, size)]
-        for index, column in enumerate(columns):
-            column.extend(encoded[index] if len(encoded) > index else 0 for encoded in extra)
+    if first + count > len(columns[0]):
+        size = min(max(first + count, 2 * len(columns[0]), 1024), _MAX_UNIFORM_COUNT)
+        encoded = [_varint(delta) for delta in range(size)]
+        columns = _DELTA_COLUMNS = (bytes(value[0] for value in encoded),
+                                    bytes(value[1] if len(value) > 1 else 0 for value in encoded),
+                                    bytes(value[2] if len(value) > 2 else 0 for value in encoded))
     return columns[byte_index][first:first + count]
 
 

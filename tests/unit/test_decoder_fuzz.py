@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalite.errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
-from kafkalite.record.batch import CRC_START, HEADER_SIZE, RecordBatch, build_batch, crc32c, iter_batches
+from kafkalite.record.batch import CRC_START, HEADER_SIZE, build_batch, crc32c, iter_batches
 from kafkalite.record.codec import Compression, has_codec
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

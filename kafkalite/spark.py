@@ -112,8 +112,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Shor
 from kafkalite import protocol
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import ConfigError, CorruptRecordError, KafkaliteError, KafkaTimeoutError, OffsetOutOfRangeError
-from kafkalite.record.batch import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, RecordBatch, decode_varint
-from kafkalite.record.codec import COMPRESSION_MASK, decompress
+from kafkalite.record.batch import ATTR_TIMESTAMP_TYPE, Record, RecordBatch, UniformRun, run_timestamp_deltas
 
 log = logging.getLogger(__name__)
 
@@ -718,259 +717,33 @@ def _scalar(value: int) -> pa.Scalar:
     return pa.scalar(value, _INT64)
 
 
-_ZERO, _ONE, _LOW7, _HIGH_BIT = _scalar(0), _scalar(1), _scalar(0x7F), _scalar(0x80)
-_ONE32, _TWO32 = pa.scalar(1, _INT32), pa.scalar(2, _INT32)
-_NULL_BINARY = pa.scalar(None, pa.binary())
-
-
 class _Ramp:
-    """0, 1, 2, ... (int64 and int32) and all-ones arrays, grown on demand and sliced: cheap."""
+    """0, 1, 2, ... (int64), grown on demand and sliced: cheap."""
 
     def __init__(self) -> None:
         self.size = 0
         self.wide = pa.array([], _INT64)
-        self.narrow = pa.array([], _INT32)
-        self.ones = pa.array([], _INT64)
-
-    def _grow(self, count: int) -> None:
-        size = max(count, 2 * self.size, 8192)
-        self.wide = pa.array(range(size), _INT64)
-        self.narrow = self.wide.cast(_INT32)
-        self.ones = pa.array([1] * size, _INT64)
-        self.size = size
 
     def int64(self, count: int) -> pa.Array:
         if count > self.size:
-            self._grow(count)
+            self.size = max(count, 2 * self.size, 8192)
+            self.wide = pa.array(range(self.size), _INT64)
         return self.wide.slice(0, count)
-
-    def int32(self, count: int) -> pa.Array:
-        if count > self.size:
-            self._grow(count)
-        return self.narrow.slice(0, count)
-
-    def all_ones(self, count: int) -> pa.Array:
-        if count > self.size:
-            self._grow(count)
-        return self.ones.slice(0, count)
 
 
 _RAMP = _Ramp()
 
 
-def _varints(data: pa.Array, positions: pa.Array, max_bytes: int, strict: bool = True) -> tuple[pa.Array, pa.Array]:
-    """Decode the zigzag varints starting at ``positions`` (int64) of the uint8 array ``data``:
-    (values, sizes in bytes), both int64. ``strict=False`` reports an overlong varint with a
-    negative size instead of raising."""
-    first = pc.take(data, positions).cast(_INT64)
-    more = pc.greater_equal(first, _HIGH_BIT)
-    if not pc.any(more).as_py():
-        values = first
-        sizes = _RAMP.all_ones(len(positions))
-    else:
-        last = _scalar(len(data) - 1)
-        values = pc.bit_wise_and(first, _LOW7)
-        extra = more.cast(_INT64)
-        for index in range(1, max_bytes):
-            byte = pc.take(data, pc.min_element_wise(pc.add(positions, _scalar(index)), last)).cast(_INT64)
-            values = pc.if_else(more, pc.bit_wise_or(values, pc.shift_left(pc.bit_wise_and(byte, _LOW7),
-                                                                           _scalar(7 * index))), values)
-            more = pc.and_(more, pc.greater_equal(byte, _HIGH_BIT))
-            if not pc.any(more).as_py():
-                break
-            extra = pc.add(extra, more.cast(_INT64))
-        else:
-            if strict:
-                raise CorruptRecordError(f"a varint is longer than {max_bytes} bytes")
-            extra = pc.if_else(more, _scalar(-(1 << 40)), extra)
-        sizes = pc.add(extra, _ONE)
-    decoded = pc.bit_wise_xor(pc.shift_right(values, _ONE), pc.negate(pc.bit_wise_and(values, _ONE)))
-    return decoded, sizes
-
-
-def _record_starts(data: bytes | memoryview, data_u8: pa.Array, count: int) -> pa.Array:
-    """Where each of the ``count`` records starts (int64), followed by the end of the data.
-
-    Runs of records of one size are found vectorised: a constant stride is guessed from the
-    first record of the run and every length prefix it lands on is checked (by induction the
-    checked prefix of the run is exact). Ragged batches fall back to a walk over the length
-    prefixes. Damage raises CorruptRecordError.
-    """
-    end = len(data)
-    chunks: list[pa.Array] = []
-    done = 0
-    position = 0
-    rounds = 0
-    while done < count and rounds < 6:
-        rounds += 1
-        length, body = decode_varint(data, position, 5)
-        stride = body - position + length
-        if length < 6 or stride <= 0:
-            raise CorruptRecordError(f"record length {length} is impossible")
-        fit = min(count - done, (end - position) // stride)
-        if fit <= 0:
-            break
-        guess = pc.add(pc.multiply(_RAMP.int64(fit), _scalar(stride)), _scalar(position))
-        lengths, sizes = _varints(data_u8, guess, 5, strict=False)
-        confirmed = pc.index(pc.equal(pc.add(lengths, sizes), _scalar(stride)), False).as_py()
-        if confirmed < 0:
-            confirmed = fit
-        if confirmed == 0:
-            break
-        chunks.append(guess.slice(0, confirmed))
-        done += confirmed
-        position += confirmed * stride
-        if confirmed < 32:
-            break  # ragged records: walking the prefixes is cheaper than more guesses
-    if done < count:
-        rest: list[int] = []
-        append = rest.append
-        for _ in range(count - done):
-            append(position)
-            if position + 1 >= end:
-                length, body = decode_varint(data, position, 5)
-                position = body + length
-            else:
-                byte = data[position]
-                if byte < 0x80:
-                    position += 1 + (byte >> 1)
-                elif data[position + 1] < 0x80:  # two-byte length: records of 64 to 8191 bytes
-                    position += 2 + (((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
-                else:
-                    length, body = decode_varint(data, position, 5)
-                    position = body + length
-            if position > end:
-                raise CorruptRecordError("a record runs past the end of its batch")
-        chunks.append(pa.array(rest, _INT64))
-    if position != end:
-        raise CorruptRecordError(f"{end - position} stray bytes after the last record")
-    chunks.append(pa.array([end], _INT64))
-    return pa.concat_arrays(chunks)
-
-
-def _spans(buffer: pa.Buffer, starts: pa.Array, lengths: pa.Array) -> pa.Array:
-    """Binary column of ``buffer[start:start + length]`` per row (length -1 → null).
-
-    The spans are increasing and disjoint, so the buffer cut at every span boundary is a valid
-    binary array (span, gap, span, gap...); taking the even elements copies the spans out.
-    """
-    count = len(starts)
-    if count == 0:
-        return pa.array([], pa.binary())
-    nulls = pc.less(lengths, _ZERO)
-    ends = pc.add(starts, pc.max_element_wise(lengths, _ZERO))
-    both = pa.concat_arrays([starts.cast(_INT32), ends.cast(_INT32)])
-    ramp = _RAMP.int32(2 * count)
-    interleave = pc.add(pc.shift_right(ramp, _ONE32), pc.multiply(pc.bit_wise_and(ramp, _ONE32),
-                                                                  pa.scalar(count, _INT32)))
-    bounds = pc.take(both, interleave)
-    cut = pa.Array.from_buffers(pa.binary(), 2 * count - 1, [None, bounds.buffers()[1], buffer])
-    column = pc.take(cut, pc.multiply(_RAMP.int32(count), _TWO32))
-    if pc.any(nulls).as_py():
-        column = pc.if_else(nulls, _NULL_BINARY, column)
-    return column
-
-
-def _decode_headers(data: bytes | memoryview, position: int, count: int) -> list[dict[str, Any]]:
-    headers = []
-    for _ in range(count):
-        key_length, position = decode_varint(data, position, 5)
-        if key_length < 0 or position + key_length > len(data):
-            raise CorruptRecordError("a header key overruns its record")
-        name = bytes(data[position:position + key_length]).decode("utf-8", errors="replace")
-        position += key_length
-        value_length, position = decode_varint(data, position, 5)
-        value = None
-        if value_length >= 0:
-            if position + value_length > len(data):
-                raise CorruptRecordError("a header value overruns its record")
-            value = bytes(data[position:position + value_length])
-            position += value_length
-        headers.append({"key": name, "value": value})
-    return headers
-
-
-@dataclass(frozen=True)
-class RecordLayout:
-    """Byte layout of one record without headers, as offsets from its start."""
-
-    stride: int  # whole record, length prefix included
-    offset_delta_at: int
-    offset_delta_size: int
-    key_length_at: int
-    key_at: int
-    key_length: int  # -1: null key
-    value_length_at: int
-    value_at: int
-    value_length: int  # -1: null value
-    timestamp_delta: int
-
-    @classmethod
-    def of(cls, data: bytes | memoryview, position: int) -> "RecordLayout | None":
-        """The layout of the record at ``position``; None if it has headers or does not decode."""
-        try:
-            length, at = decode_varint(data, position, 5)
-            record_end = at + length
-            at += 1  # attributes
-            timestamp_delta, at = decode_varint(data, at, 10)
-            offset_delta_at = at
-            _, at = decode_varint(data, at, 5)
-            offset_delta_end = at
-            key_length, key_at = decode_varint(data, at, 5)
-            value_length_at = key_at + max(key_length, 0)
-            value_length, value_at = decode_varint(data, value_length_at, 5)
-            header_count, at = decode_varint(data, value_at + max(value_length, 0), 5)
-        except CorruptRecordError:
-            return None
-        if header_count != 0 or at != record_end or record_end > len(data):
-            return None
-        return cls(record_end - position, offset_delta_at - position, offset_delta_end - offset_delta_at,
-                   offset_delta_end - position, key_at - position, key_length, value_length_at - position,
-                   value_at - position, value_length, timestamp_delta)
-
-
-_WORDS = {1: pa.uint8(), 2: pa.uint16(), 4: pa.uint32(), 8: pa.uint64()}
-
-
-def _same_bytes(records: pa.Array, template: bytes, start: int, stop: int) -> pa.Array:
-    """Per record of a fixed-size run: are bytes [start, stop) equal to the template's?"""
-    column = pc.binary_slice(records, start, stop)
-    expected = template[start:stop]
-    word = _WORDS.get(stop - start)
-    if word is not None:  # compare as integers: cheaper than comparing fixed-size binaries
-        numbers = pa.Array.from_buffers(word, len(column), [None, column.buffers()[1]], 0, column.offset)
-        return pc.equal(numbers, pa.scalar(int.from_bytes(expected, "little"), word))
-    return pc.equal(column, pa.scalar(expected, column.type))
-
-
-def _bytes_at(data_u8: pa.Array, starts: pa.Array, at: int) -> pa.Array:
-    """The byte at ``start + at`` of every record (uint8)."""
-    return pc.take(data_u8, pc.add(starts, _scalar(at)))
-
-
-def _fixed_varints(data_u8: pa.Array, starts: pa.Array, at: int, size: int) -> pa.Array | None:
-    """The zigzag varints of ``size`` bytes at ``start + at`` of every record (int64), or None
-    when some record's varint there has another size."""
-    total: pa.Array | None = None
-    for index in range(size):
-        byte = _bytes_at(data_u8, starts, at + index)
-        continues = pc.greater_equal(byte, pa.scalar(0x80, pa.uint8()))
-        expected = index < size - 1
-        if not (pc.all(continues) if expected else pc.invert(pc.any(continues))).as_py():
-            return None
-        part = byte.cast(_INT64)
-        if expected:
-            part = pc.bit_wise_and(part, _LOW7)
-        if index:
-            part = pc.shift_left(part, _scalar(7 * index))
-        total = part if total is None else pc.bit_wise_or(total, part)
-    assert total is not None
-    return pc.bit_wise_xor(pc.shift_right(total, _ONE), pc.negate(pc.bit_wise_and(total, _ONE)))
-
-
 class ArrowBatchDecoder:
     """Decodes record batches of one topic-partition into pyarrow RecordBatches of the source
-    schema. Executor side; one instance per read task."""
+    schema. Executor side; one instance per read task.
+
+    Validation is record/'s, so this decoder accepts exactly what the broker, the consumer and
+    the dump tool accept: the bulk shape is recognised and checked by
+    :meth:`RecordBatch.uniform_runs` and then cut into columns with a few vectorised kernels at
+    the positions it checked (no Python object per record); any other batch is decoded by
+    :meth:`RecordBatch.records` and its columns built from the records.
+    """
 
     def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
         self.topic = topic
@@ -992,154 +765,81 @@ class ArrowBatchDecoder:
         self._constants_size = size
 
     def decode(self, batch: RecordBatch, min_offset: int, max_offset: int) -> pa.RecordBatch | None:
-        """The batch's records with ``min_offset <= offset < max_offset``, or None if none."""
-        count = batch.record_count
-        if count == 0:
-            return None
-        start = batch.position + HEADER_SIZE
-        raw = memoryview(batch.buffer)[start:batch.end_position]
-        codec = batch.attributes & COMPRESSION_MASK
-        # uncompressed records are decoded in place: Arrow columns are cut straight from the fetch buffer
-        data = decompress(codec, raw) if codec else raw
+        """The batch's records with ``min_offset <= offset < max_offset``, or None if none.
+        Damage raises CorruptRecordError naming the partition and the batch's offset."""
         try:
-            columns, header_counts, header_positions = self._columns(data, count, batch)
-        except (pa.ArrowException, IndexError) as exc:
-            raise CorruptRecordError(f"batch at offset {batch.base_offset} of {self.topic}-{self.partition} "
-                                     f"does not decode: {exc}") from None
+            payload = batch.payload()
+            data = payload if isinstance(payload, bytes) else payload.tobytes()
+            runs = batch.uniform_runs(data)
+            if runs is not None:
+                columns = self._run_columns(data, runs, batch)
+            else:
+                columns = self._record_columns(batch.records(), batch)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{self.topic}-{self.partition}: {exc.detail}", exc.position) from exc
+        count = len(columns["offset"])
         self._constants(count)
         log_append = bool(batch.attributes & ATTR_TIMESTAMP_TYPE)
         arrays = [columns["key"], columns["value"], self._topic_column.slice(0, count),
                   self._partition_column.slice(0, count), columns["offset"], columns["timestamp"],
                   self._type_columns[1 if log_append else 0].slice(0, count)]
         if self.include_headers:
-            arrays.append(self._headers(data, header_counts, header_positions, count))
+            arrays.append(columns["headers"])
         decoded = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         offsets = columns["offset"]
-        first = batch.base_offset
-        if min_offset > first or max_offset <= batch.base_offset + batch.last_offset_delta:
+        if min_offset > batch.base_offset or max_offset <= batch.base_offset + batch.last_offset_delta:
             keep = pc.and_(pc.greater_equal(offsets, _scalar(min_offset)), pc.less(offsets, _scalar(max_offset)))
             decoded = decoded.filter(keep)
         return decoded if decoded.num_rows else None
 
-    def _uniform_columns(self, data: bytes | memoryview, buffer: pa.Buffer, count: int,
-                         batch: RecordBatch) -> dict[str, pa.Array] | None:
-        """The fast path for batches made of a few runs of identically laid out records (what
-        bulk producers write: same key and value sizes, no headers). Each run is checked
-        against its first record: length, attributes and timestamp delta bytes, key and value
-        length bytes, the size of the offset delta and the empty header count must be the
-        same in every record, which pins every field to the same place. The run is then cut
-        into columns with a few kernels. None when the batch is not like that (the general path
-        decodes it)."""
-        end = len(data)
-        position = 0
-        done = 0
-        data_u8 = pa.Array.from_buffers(pa.uint8(), end, [None, buffer])
-        zero_byte = pa.scalar(0, pa.uint8())
-        runs: list[tuple[pa.Array, pa.Array, pa.Array, int]] = []
-        while done < count:
-            if len(runs) == 4:
-                return None
-            layout = RecordLayout.of(data, position)
-            if layout is None:
-                return None
-            stride = layout.stride
-            fit = min(count - done, (end - position) // stride)
-            if fit <= 0:
-                return None
-            records = pa.Array.from_buffers(pa.binary(stride), fit, [None, buffer.slice(position, fit * stride)])
-            starts = pc.add(pc.multiply(_RAMP.int64(fit), _scalar(stride)), _scalar(position))
-            template = bytes(data[position:position + stride])
-            same = pc.and_(_same_bytes(records, template, 0, layout.offset_delta_at),
-                           pc.equal(_bytes_at(data_u8, starts, stride - 1), zero_byte))
-            if layout.key_length > 0:
-                same = pc.and_(same, _same_bytes(records, template, layout.key_length_at, layout.key_at))
-                same = pc.and_(same, _same_bytes(records, template, layout.value_length_at, layout.value_at))
-            else:
-                same = pc.and_(same, _same_bytes(records, template, layout.key_length_at, layout.value_at))
-            confirmed = fit
-            if not pc.all(same).as_py():
-                confirmed = pc.index(same, False).as_py()
-                if confirmed <= 0:
-                    return None
-                records = records.slice(0, confirmed)
-                starts = starts.slice(0, confirmed)
-            offset_deltas = _fixed_varints(data_u8, starts, layout.offset_delta_at, layout.offset_delta_size)
-            if offset_deltas is None:
-                return None
-            if layout.key_length < 0:
-                keys = pa.nulls(confirmed, pa.binary())
-            else:
-                keys = pc.binary_slice(records, layout.key_at, layout.key_at + layout.key_length).cast(pa.binary())
-            if layout.value_length < 0:
-                values = pa.nulls(confirmed, pa.binary())
-            else:
-                values = pc.binary_slice(records, layout.value_at,
-                                         layout.value_at + layout.value_length).cast(pa.binary())
-            runs.append((offset_deltas, keys, values, layout.timestamp_delta))
-            done += confirmed
-            position += confirmed * stride
-        if position != end:
-            return None
-        offset_deltas = pa.concat_arrays([run[0] for run in runs]) if len(runs) > 1 else runs[0][0]
-        offsets = pc.add(offset_deltas, _scalar(batch.base_offset))
-        if batch.attributes & ATTR_TIMESTAMP_TYPE:
-            millis = pa.repeat(_scalar(batch.max_timestamp), count)
-        else:
-            millis = pa.concat_arrays([pa.repeat(_scalar(batch.base_timestamp + run[3]), len(run[0])) for run in runs])
-        return {"key": pa.concat_arrays([run[1] for run in runs]) if len(runs) > 1 else runs[0][1],
-                "value": pa.concat_arrays([run[2] for run in runs]) if len(runs) > 1 else runs[0][2],
-                "offset": offsets, "timestamp": pc.multiply(millis, _scalar(1000)).cast(_TIMESTAMP_TYPE)}
+    @staticmethod
+    def _timestamps(millis: pa.Array) -> pa.Array:
+        return pc.multiply(millis, _scalar(1000)).cast(_TIMESTAMP_TYPE)
 
-    def _columns(self, data: bytes | memoryview, count: int,
-                 batch: RecordBatch) -> tuple[dict[str, pa.Array], pa.Array | None, pa.Array | None]:
+    def _run_columns(self, data: bytes, runs: list[UniformRun], batch: RecordBatch) -> dict[str, pa.Array]:
+        """Columns of the bulk shape: each run is a fixed-size binary array over the payload
+        buffer, its keys and values cut out with one kernel each."""
         buffer = pa.py_buffer(data)
-        uniform = self._uniform_columns(data, buffer, count, batch)
-        if uniform is not None:
-            return uniform, None, None
-        data_u8 = pa.Array.from_buffers(pa.uint8(), len(data), [None, buffer])
-        bounds = _record_starts(data, data_u8, count)
-        starts = bounds.slice(0, count)
-        _, sizes = _varints(data_u8, starts, 5)
-        position = pc.add(pc.add(starts, sizes), _ONE)  # skip the length and the attributes byte
-        timestamp_delta, sizes = _varints(data_u8, position, 10)
-        position = pc.add(position, sizes)
-        offset_delta, sizes = _varints(data_u8, position, 5)
-        position = pc.add(position, sizes)
-        key_length, sizes = _varints(data_u8, position, 5)
-        key_start = pc.add(position, sizes)
-        position = pc.add(key_start, pc.max_element_wise(key_length, _ZERO))
-        value_length, sizes = _varints(data_u8, position, 5)
-        value_start = pc.add(position, sizes)
-        position = pc.add(value_start, pc.max_element_wise(value_length, _ZERO))
-        header_count, sizes = _varints(data_u8, position, 5)
-        position = pc.add(position, sizes)
-        record_ends = bounds.slice(1, count)
-        if not pc.all(pc.or_(pc.greater(header_count, _ZERO), pc.equal(position, record_ends))).as_py():
-            raise CorruptRecordError(f"a record of the batch at offset {batch.base_offset} does not match its length")
-        if pc.any(pc.less(header_count, _ZERO)).as_py():
-            raise CorruptRecordError(f"a negative header count in the batch at offset {batch.base_offset}")
-        offsets = pc.add(offset_delta, _scalar(batch.base_offset))
-        if batch.attributes & ATTR_TIMESTAMP_TYPE:
-            millis = pc.add(pc.multiply(offset_delta, _ZERO), _scalar(batch.max_timestamp))
-        else:
-            millis = pc.add(timestamp_delta, _scalar(batch.base_timestamp))
-        timestamps = pc.multiply(millis, _scalar(1000)).cast(_TIMESTAMP_TYPE)
-        columns = {"key": _spans(buffer, key_start, key_length), "value": _spans(buffer, value_start, value_length),
-                   "offset": offsets, "timestamp": timestamps}
-        return columns, header_count, position
+        keys: list[pa.Array] = []
+        values: list[pa.Array] = []
+        offsets: list[pa.Array] = []
+        millis: list[pa.Array] = []
+        log_append = bool(batch.attributes & ATTR_TIMESTAMP_TYPE)
+        for run in runs:
+            count = run.count
+            records = pa.Array.from_buffers(pa.binary(run.stride), count,
+                                            [None, buffer.slice(run.start, count * run.stride)])
+            for at, length, out in ((run.key_at, run.key_length, keys), (run.value_at, run.value_length, values)):
+                if length < 0:
+                    out.append(pa.nulls(count, pa.binary()))
+                else:
+                    out.append(pc.binary_slice(records, at, at + length).cast(pa.binary()))
+            offsets.append(pc.add(_RAMP.int64(count), _scalar(batch.base_offset + run.first_delta)))
+            if log_append or not run.timestamp_columns:
+                millis.append(pa.repeat(_scalar(batch.max_timestamp if log_append
+                                                else batch.base_timestamp + run.timestamp_delta), count))
+            else:
+                millis.append(pc.add(pa.array(run_timestamp_deltas(run), _INT64), _scalar(batch.base_timestamp)))
+        total = sum(run.count for run in runs)
+        return {"key": pa.concat_arrays(keys), "value": pa.concat_arrays(values),
+                "offset": pa.concat_arrays(offsets), "timestamp": self._timestamps(pa.concat_arrays(millis)),
+                "headers": pa.nulls(total, _HEADERS_TYPE)}
 
-    def _headers(self, data: bytes | memoryview, header_counts: pa.Array | None,
-                 header_positions: pa.Array | None, count: int) -> pa.Array:
-        if header_counts is None or header_positions is None or not pc.any(pc.greater(header_counts, _ZERO)).as_py():
-            return pa.nulls(count, _HEADERS_TYPE)
-        rows: list[list[dict[str, Any]] | None] = []
-        for number, position in zip(header_counts.to_pylist(), header_positions.to_pylist()):
-            if not number:
-                rows.append(None)
-                continue
-            # the header count varint sits just before ``position``; headers follow it
-            rows.append(_decode_headers(data, position, number))
-        return pa.array(rows, _HEADERS_TYPE)
+    def _record_columns(self, records: list[Record], batch: RecordBatch) -> dict[str, pa.Array]:
+        """Columns of records decoded by record/ (batches of any other shape)."""
+        if batch.attributes & ATTR_TIMESTAMP_TYPE:
+            millis = pa.repeat(_scalar(batch.max_timestamp), len(records))
+        else:
+            millis = pa.array([record.timestamp for record in records], _INT64)
+        columns = {"key": pa.array([record.key for record in records], pa.binary()),
+                   "value": pa.array([record.value for record in records], pa.binary()),
+                   "offset": pa.array([record.offset for record in records], _INT64),
+                   "timestamp": self._timestamps(millis)}
+        if self.include_headers:
+            columns["headers"] = pa.array(
+                [[{"key": name, "value": value} for name, value in record.headers] if record.headers else None
+                 for record in records], _HEADERS_TYPE)
+        return columns
 
 
 # --- executor-side reading ----------------------------------------------------------------------

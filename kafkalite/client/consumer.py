@@ -77,6 +77,7 @@ from kafkalite.client.producer import check_common_options
 from kafkalite.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kafkalite.errors import (
     ConfigError,
+    CorruptRecordError,
     GroupCoordinatorUnsupportedError,
     IllegalStateError,
     KafkaliteError,
@@ -737,7 +738,12 @@ class ConsumerCore:
         for state in states:
             if limit <= 0:
                 break
-            records = take_records(state, limit, settings.key_deserializer, settings.value_deserializer)
+            try:
+                records = take_records(state, limit, settings.key_deserializer, settings.value_deserializer)
+            except CorruptRecordError:
+                if out:  # hand out what was taken; the damaged partition raises on the next poll
+                    return out
+                raise
             if records:
                 out[state.tp] = records
                 limit -= len(records)
@@ -760,7 +766,12 @@ class ConsumerCore:
                 out: list[FetchedBatch] = []
                 for state in self.partitions.values():
                     if state.buffered and not state.paused and state.position is not None:
-                        out.extend(take_batches(state, settings.key_deserializer, settings.value_deserializer))
+                        try:
+                            out.extend(take_batches(state, settings.key_deserializer, settings.value_deserializer))
+                        except CorruptRecordError:
+                            if out:  # the damaged partition raises on the next poll
+                                break
+                            raise
                 if out:
                     self.fetcher.wake()
                     return out

@@ -14,12 +14,19 @@ skipped) and never past the high watermark (records at or above it are skipped t
 broker send them). NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
 epoch errors and connection failures refresh metadata and retry after ``retry_backoff_ms``;
 OFFSET_OUT_OF_RANGE applies the reset policy (or is raised from the next poll with policy
-``none``); batches fail their CRC check (``check_crcs``) with CorruptRecordError. A seek bumps
-the partition's generation, so answers to fetches sent before it are dropped.
+``none``). A seek bumps the partition's generation, so answers to fetches sent before it are
+dropped.
 
-Decoding (:func:`decode_records`, :func:`decode_values`) is written for speed: each batch is
-decoded once, straight into :class:`~kafkalite.client.types.ConsumerRecord` tuples (or into a
-plain list of values for the bulk path), with single-byte varints taking the short branch.
+Damaged data (a batch whose header or CRC is bad — CRCs are checked with ``check_crcs`` — or
+whose records do not decode) is handled as Kafka's consumer handles it: every record before
+the damaged batch is handed out, then each poll raises CorruptRecordError naming the partition
+and offset, and the position stays at the damaged batch until the application seeks past it;
+nothing after it is fetched meanwhile.
+
+Decoding (:func:`decode_records`, :func:`decode_values`) is record/'s: the bulk shape checked
+by :func:`~kafkalite.record.batch.uniform_runs` is cut straight into ConsumerRecord tuples (or a
+plain list of values for the bulk path); any other batch goes through
+:meth:`~kafkalite.record.batch.RecordBatch.records`. Both accept exactly the same bytes.
 
 :func:`list_offsets` answers ListOffsets for many partitions, grouped by leader, retrying while
 leaders move; the consumer and the admin client share it.
@@ -45,16 +52,16 @@ from kafkalite.errors import (
     KafkaliteError,
     KafkaTimeoutError,
     OffsetOutOfRangeError,
+    TruncatedBatchError,
 )
 from kafkalite.record.batch import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
     HEADER_SIZE,
     RecordBatch,
-    decode_uniform_values,
-    decode_varint,
+    run_slices,
+    run_timestamp_deltas,
 )
-from kafkalite.record.codec import COMPRESSION_MASK, decompress
 from kafkalite.transport import AsyncTransport, check_answer
 
 log = logging.getLogger(__name__)
@@ -68,279 +75,88 @@ Deserializer = Callable[[bytes], Any] | None
 
 
 def _payload(batch: RecordBatch) -> bytes:
-    start = batch.position + HEADER_SIZE
-    raw = memoryview(batch.buffer)[start:batch.end_position]
-    codec = batch.attributes & COMPRESSION_MASK
-    if codec:
-        return decompress(codec, raw)
-    return raw.tobytes()
-
-
-def _decode_plain(data: bytes, count: int, topic: str, partition: int, leader_epoch: int, base_offset: int,
-                  base_timestamp: int) -> list[ConsumerRecord] | None:
-    """Every record of a payload of keyless, header-less records with non-null values (the
-    common shape of producers), or None as soon as a record has another shape — the general
-    decoder then reads the payload. Every length is checked against the record's own end and
-    the payload's, as in the general decoder."""
-    records: list[ConsumerRecord] = []
-    append = records.append
-    new = tuple.__new__
-    cls = ConsumerRecord
-    position = 0
-    end = len(data)
-    try:
-        for _ in range(count):
-            byte = data[position]
-            if byte < 0x80:
-                length = byte >> 1
-                position += 1
-            elif data[position + 1] < 0x80:
-                length = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
-                position += 2
-            else:
-                length, position = decode_varint(data, position, 5)
-            record_end = position + length
-            if length < 6 or record_end > end:
-                return None
-            position += 1  # attributes
-            byte = data[position]
-            if byte < 0x80:
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                timestamp_delta, position = decode_varint(data, position, 10)
-            byte = data[position]
-            if byte < 0x80:
-                if byte & 1:  # a negative offset delta
-                    return None
-                offset = base_offset + (byte >> 1)
-                position += 1
-            elif data[position + 1] < 0x80:
-                if byte & 1:
-                    return None
-                offset = base_offset + (((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
-                position += 2
-            else:
-                delta, position = decode_varint(data, position, 5)
-                if delta < 0:
-                    return None
-                offset = base_offset + delta
-            if data[position] != 1:  # a key
-                return None
-            byte = data[position + 1]
-            if byte < 0x80:
-                if byte & 1:  # a null or negative value length
-                    return None
-                value_size = byte >> 1
-                position += 2
-            elif data[position + 2] < 0x80:
-                if byte & 1:
-                    return None
-                value_size = ((byte & 0x7F) | (data[position + 2] << 7)) >> 1
-                position += 3
-            else:
-                value_size, position = decode_varint(data, position + 1, 5)
-                if value_size < 0:
-                    return None
-            if position + value_size + 1 != record_end or data[record_end - 1]:
-                return None  # headers, or lengths that disagree
-            append(new(cls, (topic, partition, leader_epoch, offset, base_timestamp + timestamp_delta, 0, None,
-                             data[position:position + value_size], [], None, -1, value_size, -1)))
-            position = record_end
-    except (IndexError, CorruptRecordError):
-        return None
-    if position != end:
-        return None
-    return records
+    data = batch.payload()
+    return data if isinstance(data, bytes) else data.tobytes()
 
 
 def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
                    key_deserializer: Deserializer = None, value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
-    """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords."""
+    """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords.
+
+    Validation and decoding are record/'s: the bulk shape (:func:`uniform_runs`) is cut out of
+    the payload at the positions it checked, anything else goes through
+    :meth:`RecordBatch.records`. Damage raises CorruptRecordError.
+    """
     data = _payload(batch)
-    if value_deserializer is None and not batch.attributes & ATTR_TIMESTAMP_TYPE \
-            and batch.base_offset >= min_offset and batch.base_offset + batch.record_count <= max_offset:
-        plain = _decode_plain(data, batch.record_count, topic, partition, batch.partition_leader_epoch,
-                              batch.base_offset, batch.base_timestamp)
-        if plain is not None:
-            return plain
-    count = batch.record_count
-    base_offset = batch.base_offset
-    base_timestamp = batch.base_timestamp
-    timestamp_type = 1 if batch.attributes & ATTR_TIMESTAMP_TYPE else 0
-    log_append = timestamp_type == 1
+    runs = batch.uniform_runs(data)
     leader_epoch = batch.partition_leader_epoch
-    end = len(data)
-    position = 0
-    records: list[ConsumerRecord] = []
-    append = records.append
+    timestamp_type = 1 if batch.attributes & ATTR_TIMESTAMP_TYPE else 0
     new = tuple.__new__
     cls = ConsumerRecord
-    try:
-        for _ in range(count):
-            byte = data[position]
-            if byte < 0x80:
-                length = byte >> 1
-                position += 1
-            elif data[position + 1] < 0x80:
-                length = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
-                position += 2
-            else:
-                length, position = decode_varint(data, position, 5)
-            record_end = position + length
-            if length < 6 or record_end > end:
-                raise CorruptRecordError(f"record length {length} does not fit the batch", batch.position)
-            position += 1
-            byte = data[position]
-            if byte < 0x80:
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                position += 1
-            else:
-                timestamp_delta, position = decode_varint(data, position, 10)
-            byte = data[position]
-            if byte < 0x80:
-                offset = base_offset + (byte >> 1)
-                position += 1
-            else:
-                delta, position = decode_varint(data, position, 5)
-                offset = base_offset + delta
-            if offset < min_offset or offset >= max_offset:
-                position = record_end
+    out: list[ConsumerRecord] = []
+    if runs is not None:
+        for run in runs:
+            first_offset = batch.base_offset + run.first_delta
+            low = max(0, min_offset - first_offset)
+            high = min(run.count, max_offset - first_offset)
+            if low >= high:
                 continue
-            byte = data[position]
-            if byte == 1:
-                key = None
-                key_size = -1
-                position += 1
-            else:
-                if byte < 0x80:
-                    key_size = byte >> 1
-                    position += 1
-                else:
-                    key_size, position = decode_varint(data, position, 5)
-                key = data[position:position + key_size]
-                position += key_size
-            byte = data[position]
-            if byte == 1:
-                value = None
-                value_size = -1
-                position += 1
-            else:
-                if byte < 0x80:
-                    value_size = byte >> 1
-                    position += 1
-                elif data[position + 1] < 0x80:
-                    value_size = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
-                    position += 2
-                else:
-                    value_size, position = decode_varint(data, position, 5)
-                value = data[position:position + value_size]
-                position += value_size
-            if position > record_end:
-                raise CorruptRecordError("a record's fields overrun its length", batch.position)
-            if data[position] == 0:
-                headers: list[tuple[str, bytes | None]] = []
-                header_size = -1
-                position += 1
-            else:
-                header_count, position = decode_varint(data, position, 5)
-                headers, header_size, position = _decode_headers(data, position, header_count, record_end)
-            if position != record_end:
-                raise CorruptRecordError("a record's fields do not match its length", batch.position)
-            if key_deserializer is not None and key is not None:
-                key = key_deserializer(key)
-            if value_deserializer is not None and value is not None:
-                value = value_deserializer(value)
-            append(new(cls, (topic, partition, leader_epoch, offset,
-                             batch.max_timestamp if log_append else base_timestamp + timestamp_delta,
-                             timestamp_type, key, value, headers, None, key_size, value_size, header_size)))
-    except IndexError:
-        raise CorruptRecordError("a record runs past the end of its batch", batch.position) from None
-    return records
-
-
-def _decode_headers(data: bytes, position: int, count: int,
-                    record_end: int) -> tuple[list[tuple[str, bytes | None]], int, int]:
-    if count < 0 or count > record_end - position:
-        raise CorruptRecordError(f"header count {count} is impossible")
-    headers: list[tuple[str, bytes | None]] = []
-    total = 0
-    for _ in range(count):
-        key_length, position = decode_varint(data, position, 5)
-        if key_length < 0 or position + key_length > record_end:
-            raise CorruptRecordError("a header key overruns its record")
-        try:
-            name = data[position:position + key_length].decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError("a header key is not UTF-8") from None
-        position += key_length
-        value_length, position = decode_varint(data, position, 5)
-        total += key_length
-        if value_length < 0:
-            headers.append((name, None))
-        else:
-            if position + value_length > record_end:
-                raise CorruptRecordError("a header value overruns its record")
-            headers.append((name, data[position:position + value_length]))
-            position += value_length
-            total += value_length
-    return headers, total, position
+            keys = run_slices(data, run, run.key_at, run.key_length, low, high)
+            values = run_slices(data, run, run.value_at, run.value_length, low, high)
+            if key_deserializer is not None and run.key_length >= 0:
+                keys = [key_deserializer(key) for key in keys]
+            if value_deserializer is not None and run.value_length >= 0:
+                values = [value_deserializer(value) for value in values]
+            key_size = run.key_length
+            value_size = run.value_length
+            if timestamp_type or not run.timestamp_columns:
+                timestamp = batch.max_timestamp if timestamp_type else batch.base_timestamp + run.timestamp_delta
+                out.extend([new(cls, (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
+                                      [], None, key_size, value_size, -1))
+                            for offset, key, value in zip(range(first_offset + low, first_offset + high), keys, values)])
+                continue
+            base_timestamp = batch.base_timestamp
+            out.extend([new(cls, (topic, partition, leader_epoch, offset, base_timestamp + delta, 0, key, value, [],
+                                  None, key_size, value_size, -1))
+                        for offset, delta, key, value in zip(range(first_offset + low, first_offset + high),
+                                                             run_timestamp_deltas(run, low, high), keys, values)])
+        return out
+    for record in batch.records():
+        offset = record.offset
+        if offset < min_offset or offset >= max_offset:
+            continue
+        key = record.key
+        value = record.value
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        if key_deserializer is not None and key is not None:
+            key = key_deserializer(key)
+        if value_deserializer is not None and value is not None:
+            value = value_deserializer(value)
+        header_size = -1
+        headers: list[tuple[str, bytes | None]] = []
+        if record.headers:
+            headers = list(record.headers)
+            header_size = sum(len(name.encode("utf-8")) + (0 if header is None else len(header))
+                              for name, header in headers)
+        out.append(new(cls, (topic, partition, leader_epoch, offset,
+                             batch.max_timestamp if timestamp_type else record.timestamp, timestamp_type,
+                             key, value, headers, None, key_size, value_size, header_size)))
+    return out
 
 
 def decode_values(batch: RecordBatch) -> list[bytes | None]:
     """Every record's value, in order (the bulk path: no offsets, keys or headers kept)."""
     data = _payload(batch)
-    uniform = decode_uniform_values(data, batch.record_count)
-    if uniform is not None:  # the common bulk shape, decoded and verified in C-level passes
-        return uniform  # type: ignore[return-value]
+    runs = batch.uniform_runs(data)
+    if runs is None:
+        return [record.value for record in batch.records()]
+    if len(runs) == 1:
+        run = runs[0]
+        return run_slices(data, run, run.value_at, run.value_length)
     values: list[bytes | None] = []
-    append = values.append
-    position = 0
-    try:
-        for _ in range(batch.record_count):
-            byte = data[position]
-            if byte < 0x80:
-                record_end = position + 1 + (byte >> 1)
-                position += 2  # length + attributes
-            elif data[position + 1] < 0x80:
-                record_end = position + 2 + (((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
-                position += 3
-            else:
-                length, position = decode_varint(data, position, 5)
-                record_end = position + length
-                position += 1
-            while data[position] & 0x80:  # timestamp delta
-                position += 1
-            position += 1
-            while data[position] & 0x80:  # offset delta
-                position += 1
-            position += 1
-            byte = data[position]
-            if byte == 1:
-                position += 1
-            elif byte < 0x80:
-                position += 1 + (byte >> 1)
-            else:
-                key_size, position = decode_varint(data, position, 5)
-                position += key_size
-            byte = data[position]
-            if byte == 1:
-                append(None)
-            else:
-                if byte < 0x80:
-                    size = byte >> 1
-                    position += 1
-                elif data[position + 1] < 0x80:
-                    size = ((byte & 0x7F) | (data[position + 1] << 7)) >> 1
-                    position += 2
-                else:
-                    size, position = decode_varint(data, position, 5)
-                append(data[position:position + size])
-            position = record_end
-    except IndexError:
-        raise CorruptRecordError("a record runs past the end of its batch", batch.position) from None
-    if position != len(data):
-        raise CorruptRecordError(f"{len(data) - position} stray bytes after the last record", batch.position)
+    for run in runs:
+        values.extend(run_slices(data, run, run.value_at, run.value_length))
     return values
 
 
@@ -399,16 +215,22 @@ class FetchedBatch:
 
 
 class CompletedFetch:
-    """The batches of one fetch answer for one partition, consumed from the front."""
+    """The batches of one fetch answer for one partition, consumed from the front.
+
+    ``corrupt`` is the damage found right after ``batches`` (a batch whose header or CRC is
+    bad): the fetch stays buffered with it, and every take from it raises, until a seek.
+    """
 
     __slots__ = ("batches", "fetch_offset", "high_watermark", "next_offset", "generation", "decoded",
-                 "decoded_index", "batch_index")
+                 "decoded_index", "batch_index", "corrupt")
 
-    def __init__(self, batches: list[RecordBatch], fetch_offset: int, high_watermark: int, generation: int) -> None:
+    def __init__(self, batches: list[RecordBatch], fetch_offset: int, high_watermark: int, generation: int,
+                 corrupt: CorruptRecordError | None = None) -> None:
         self.batches = batches
         self.fetch_offset = fetch_offset
         self.high_watermark = high_watermark
         self.generation = generation
+        self.corrupt = corrupt
         last = batches[-1].next_offset if batches else fetch_offset
         self.next_offset = max(fetch_offset, min(last, high_watermark) if high_watermark >= 0 else last)
         self.decoded: list[ConsumerRecord] | None = None
@@ -449,6 +271,11 @@ class PartitionState:
         if self.buffered:
             return self.buffered[-1].next_offset
         return self.position
+
+    @property
+    def blocked(self) -> bool:
+        """A buffered fetch ends at damaged data: nothing past it is fetched until a seek."""
+        return bool(self.buffered) and self.buffered[-1].corrupt is not None
 
 
 class Fetcher:
@@ -512,7 +339,7 @@ class Fetcher:
             states = states[self._rotation:] + states[:self._rotation]
         for state in states:
             if state.paused or state.position is None or state.fetching or state.error is not None \
-                    or len(state.buffered) >= MAX_BUFFERED_FETCHES:
+                    or len(state.buffered) >= MAX_BUFFERED_FETCHES or state.blocked:
                 continue
             if state.retry_at > now:
                 delay = min(delay, state.retry_at - now)
@@ -586,15 +413,10 @@ class Fetcher:
                 state.leader_epoch = result.leader_epoch
             if not result.records:
                 return False
-            try:
-                batches = self._batches(result.records, offset, result.high_watermark)
-            except CorruptRecordError as exc:
-                state.error = exc
-                self.data_ready.set()
+            batches, corrupt = self._batches(result.records, offset, result.high_watermark)
+            if not batches and corrupt is None:
                 return False
-            if not batches:
-                return False
-            state.buffered.append(CompletedFetch(batches, offset, result.high_watermark, state.generation))
+            state.buffered.append(CompletedFetch(batches, offset, result.high_watermark, state.generation, corrupt))
             return True
         error = protocol.error_for(code, result.error_message)
         if isinstance(error, OffsetOutOfRangeError):
@@ -620,7 +442,10 @@ class Fetcher:
         self.data_ready.set()
         return False
 
-    def _batches(self, records: Any, fetch_offset: int, high_watermark: int) -> list[RecordBatch]:
+    def _batches(self, records: Any, fetch_offset: int, high_watermark: int) -> tuple[list[RecordBatch],
+                                                                                     CorruptRecordError | None]:
+        """The whole batches of an answer from ``fetch_offset`` on, and the damage that ends
+        them early (a bad header or CRC), if any: the batches before it are still handed out."""
         buffer = records if isinstance(records, bytes) else bytes(records)
         batches: list[RecordBatch] = []
         position = 0
@@ -631,26 +456,44 @@ class Fetcher:
                 break  # a partial batch at the end of a size-limited answer
             try:
                 batch = RecordBatch(buffer, position)
+            except TruncatedBatchError:
+                break
             except CorruptRecordError as exc:
-                if exc.__class__.__name__ == "TruncatedBatchError":
-                    break
-                raise
+                return batches, exc
             position = batch.end_position
             if batch.next_offset <= fetch_offset:
                 continue
             if 0 <= high_watermark <= batch.base_offset:
                 break
-            if check:
-                batch.validate()
+            if check and not batch.is_valid():
+                try:
+                    batch.validate()
+                except CorruptRecordError as exc:
+                    return batches, exc
             if batch.attributes & ATTR_CONTROL:
                 continue
             batches.append(batch)
-        return batches
+        return batches, None
+
+
+def corrupt_at(tp: TopicPartition, offset: int, cause: CorruptRecordError) -> CorruptRecordError:
+    """The error a poll raises at damaged data: names the partition and the offset the
+    consumer stays at (Kafka's consumer says the same: seek past it to go on)."""
+    error = CorruptRecordError(f"{tp.topic}-{tp.partition} at offset {offset}: {cause.detail}; "
+                               f"the position stays at {offset} until the application seeks past the damaged batch")
+    error.__cause__ = cause
+    return error
 
 
 def take_records(state: PartitionState, max_records: int, key_deserializer: Deserializer,
                  value_deserializer: Deserializer) -> list[ConsumerRecord]:
-    """Up to ``max_records`` buffered records from ``state.position`` on; advances the position."""
+    """Up to ``max_records`` buffered records from ``state.position`` on; advances the position.
+
+    At damaged data (a batch that does not decode, or a fetch that ended at a bad header or
+    CRC) it stops: the records before it are returned, and the position stays at the damaged
+    batch; when there is nothing before it in this call, CorruptRecordError is raised (again on
+    every call) naming the partition and offset, until a seek clears the buffer.
+    """
     out: list[ConsumerRecord] = []
     tp = state.tp
     while state.buffered and len(out) < max_records:
@@ -667,15 +510,24 @@ def take_records(state: PartitionState, max_records: int, key_deserializer: Dese
                 state.position = chunk[-1].offset + 1
             continue
         if fetch.batch_index >= len(fetch.batches):
+            if fetch.corrupt is not None:
+                if out:
+                    return out
+                raise corrupt_at(tp, position, fetch.corrupt)
             state.buffered.popleft()
             if state.position is not None and state.position < fetch.next_offset:
                 state.position = fetch.next_offset
             continue
         batch = fetch.batches[fetch.batch_index]
-        fetch.batch_index += 1
         upper = fetch.high_watermark if fetch.high_watermark >= 0 else batch.next_offset
-        records = decode_records(batch, tp.topic, tp.partition, position, upper, key_deserializer,
-                                 value_deserializer)
+        try:
+            records = decode_records(batch, tp.topic, tp.partition, position, upper, key_deserializer,
+                                     value_deserializer)
+        except CorruptRecordError as exc:
+            if out:
+                return out
+            raise corrupt_at(tp, position, exc) from exc
+        fetch.batch_index += 1
         wanted = max_records - len(out)
         if len(records) <= wanted:
             out.extend(records)
@@ -690,12 +542,20 @@ def take_records(state: PartitionState, max_records: int, key_deserializer: Dese
 
 def take_batches(state: PartitionState, key_deserializer: Deserializer,
                  value_deserializer: Deserializer) -> list[FetchedBatch]:
-    """Every buffered batch from ``state.position`` on (the bulk path); advances the position."""
+    """Every buffered batch from ``state.position`` on (the bulk path); advances the position.
+
+    A fetch that ended at a bad header or CRC stops it as in :func:`take_records`; records are
+    decoded (and validated) lazily by :class:`FetchedBatch`.
+    """
     out: list[FetchedBatch] = []
     tp = state.tp
     while state.buffered:
-        fetch = state.buffered.popleft()
+        fetch = state.buffered[0]
         position = state.position if state.position is not None else fetch.fetch_offset
+        if fetch.corrupt is not None and fetch.batch_index >= len(fetch.batches) and fetch.decoded is None:
+            if out:
+                return out
+            raise corrupt_at(tp, position, fetch.corrupt)
         upper = fetch.high_watermark if fetch.high_watermark >= 0 else fetch.next_offset
         if fetch.decoded is not None and fetch.decoded_index < len(fetch.decoded):
             position = fetch.decoded[fetch.decoded_index].offset
@@ -708,6 +568,12 @@ def take_batches(state: PartitionState, key_deserializer: Deserializer,
             out.append(FetchedBatch(tp.topic, tp.partition, batch, position, end, key_deserializer,
                                     value_deserializer))
             position = end
+        if fetch.corrupt is not None:
+            fetch.batch_index = len(fetch.batches)
+            fetch.decoded = None
+            state.position = max(position, state.position if state.position is not None else position)
+            return out
+        state.buffered.popleft()
         state.position = max(position, fetch.next_offset)
     return out
 
@@ -806,5 +672,5 @@ def pending_errors(states: Iterable[PartitionState]) -> BaseException | None:
     return None
 
 
-__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "decode_records",
+__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "corrupt_at", "decode_records",
            "decode_values", "list_offsets", "take_batches", "take_records"]

@@ -312,13 +312,8 @@ class PartitionLog:
                 if batch.record_count != batch.last_offset_delta + 1 or batch.record_count == 0:
                     raise InvalidRecordError(
                         f"batch has {batch.record_count} records but lastOffsetDelta {batch.last_offset_delta}")
-                if config.compact:
-                    for record in batch.records():
-                        if record.key is None:
-                            raise InvalidRecordError(
-                                f"compacted topic {self.topic} needs a key on every record")
-                elif batch.compression:
-                    batch.records()  # a compressed payload must decompress and decode cleanly
+                # every record is checked, compressed payloads decompressed (record/ owns the rules)
+                batch.check_records(require_keys=config.compact, contiguous=True)
             batches.append(batch)
         return _CheckedBatches(buffer, batches)
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from kafkalite.errors import CorruptRecordError, TruncatedBatchError
+from kafkalite.errors import CorruptRecordError, TruncatedBatchError, UnsupportedCodecError
 from kafkalite.record.batch import LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
 from kafkalite.record.codec import Compression
 from kafkalite.storage import files
@@ -94,6 +94,10 @@ def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool) -> int:
                 except CorruptRecordError as exc:
                     out.write(f"Found damaged records in batch at position {position}: CORRUPT_MESSAGE "
                               f"({exc.detail})\n")
+                    damage += 1
+                    records = []
+                except UnsupportedCodecError as exc:
+                    out.write(f"Cannot read the records of the batch at position {position}: {exc}\n")
                     damage += 1
                     records = []
                 for index, record in enumerate(records):

@@ -80,6 +80,9 @@ class Sender:
         self._in_flight: dict[int, int] = {}
         # broker id → partitions with a request waiting there (how many requests each)
         self._outstanding: dict[int, dict[TopicPartition, int]] = {}
+        # broker id → the address its requests went to (a frozen broker drops out of the
+        # metadata when its ZooKeeper session expires, its connection must still be found)
+        self._addresses: dict[int, str] = {}
         self._stall_refresh_at = 0.0
         self._requests: set[asyncio.Task[None]] = set()
         self._running = True
@@ -105,10 +108,8 @@ class Sender:
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         if force:
-            view = self.metadata.view
             for node, partitions in self._outstanding.items():
-                address = view.address_of(node)
-                connection = self.transport.existing(address, PRODUCE_CHANNEL) if address is not None else None
+                connection = self.transport.existing(self._addresses[node], PRODUCE_CHANNEL)
                 if partitions and connection is not None:
                     connection.close("the producer is closing")
         if self._requests:
@@ -190,6 +191,7 @@ class Sender:
                 continue
             future = connection.submit(protocol.PRODUCE, pieces, timeout_ms=self.settings.request_timeout_ms + 5000)
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
+            self._addresses[node] = address
             outstanding = self._outstanding.setdefault(node, {})
             for batch in batches:
                 outstanding[batch.tp] = outstanding.get(batch.tp, 0) + 1
@@ -207,8 +209,8 @@ class Sender:
             if not partitions:
                 continue
             waiting = True
-            address = view.address_of(node)
-            connection = self.transport.existing(address, PRODUCE_CHANNEL) if address is not None else None
+            address = self._addresses[node]
+            connection = self.transport.existing(address, PRODUCE_CHANNEL)
             if connection is None:
                 continue
             silent = connection.silent_for(now)
@@ -218,7 +220,6 @@ class Sender:
             if moved:
                 log.info("broker %d has not answered for %.1f s and no longer leads %s: dropping its connection "
                          "and sending to the new leaders", node, silent, ", ".join(moved))
-                assert address is not None
                 self.transport.note_failure(address)
                 connection.close(f"broker {node} at {address} did not answer for {silent:.1f} s "
                                  f"and no longer leads {', '.join(moved)}")

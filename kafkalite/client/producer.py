@@ -300,6 +300,7 @@ class ProducerCore:
         sender = self.sender
         if sender is None or self.loop is None:
             return
+        sender.poked = True  # before reading ``idle``: the sender sets ``idle`` before reading this
         if threading.current_thread() is self.loop_thread:
             sender.wake()
         elif sender.idle:

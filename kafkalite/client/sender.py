@@ -90,6 +90,9 @@ class Sender:
         self._need_producer_id = settings.enable_idempotence
         self._task: asyncio.Task[None] | None = None
         self.idle = False
+        # set by any thread that added work (see ProducerCore._wake): a round that was already
+        # running when the work arrived must not let the sender sleep past it
+        self.poked = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kafkalite-sender")
@@ -132,6 +135,9 @@ class Sender:
                 self._wake.clear()
                 continue
             self.idle = True
+            if self.poked:  # work arrived during the round, before ``idle`` was visible
+                self.idle = False
+                continue
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
             except asyncio.TimeoutError:
@@ -142,6 +148,7 @@ class Sender:
 
     async def _round(self) -> float:
         accumulator = self.accumulator
+        self.poked = False
         now = time.monotonic()
         accumulator.expire(now)
         if self._need_producer_id:

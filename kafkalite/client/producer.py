@@ -5,7 +5,10 @@ Options and defaults are kafka-python's names with *current Kafka* defaults wher
 is older: ``acks='all'``, ``enable_idempotence=True``, ``linger_ms=0``, ``retries`` unbounded
 (limited by ``delivery_timeout_ms`` = 120 s), ``batch_size=16384``, ``buffer_memory=32 MiB``,
 ``max_request_size=1 MiB``, ``max_block_ms=60 s``, ``max_in_flight_requests_per_connection=5``,
-``compression_type=None`` (or ``'gzip'``, ``'lz4'``, ``'zstd'``). As in Kafka, idempotence is
+``compression_type=None`` (or ``'gzip'``, ``'lz4'``, ``'zstd'``), ``request_timeout_ms=30 s``,
+``socket_connection_setup_timeout_ms=10 s`` (connect and channel handshake, Kafka's name) and
+``metadata_request_timeout_ms=3 s`` (how long one metadata request may take before the next
+broker is asked; capped by ``request_timeout_ms``). As in Kafka, idempotence is
 switched off silently when it was left at its default and ``acks`` is not ``all``, and a
 conflicting explicit ``enable_idempotence=True`` is a ConfigError. Without idempotence and with
 retries, one batch per partition is in flight, so retries never reorder. Serializers are not

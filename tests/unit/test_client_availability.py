@@ -240,3 +240,15 @@ def test_close_with_a_timeout_fails_what_a_silent_leader_holds() -> None:
             await cluster.stop()
 
     asyncio.run(scenario())
+
+
+def test_timeouts_are_validated_and_capped() -> None:
+    from kafkalite.client.producer import ProducerSettings
+
+    settings = ProducerSettings.from_options({"bootstrap_servers": "h:1", "metadata_request_timeout_ms": 1500,
+                                              "socket_connection_setup_timeout_ms": 2000})
+    assert settings.metadata_request_timeout_ms == 1500 and settings.socket_connection_setup_timeout_ms == 2000
+    with pytest.raises(errors.ConfigError):
+        ProducerSettings.from_options({"bootstrap_servers": "h:1", "metadata_request_timeout_ms": 0})
+    manager = MetadataManager(AsyncTransport(), "h:1", request_timeout_ms=1000, metadata_request_timeout_ms=5000)
+    assert manager.metadata_request_timeout_ms == 1000  # never longer than the request timeout

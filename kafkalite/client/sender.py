@@ -323,8 +323,9 @@ class Sender:
     async def _init_producer_id(self) -> bool:
         for address in self.metadata._candidates():
             try:
+                # a short per-attempt wait, as for metadata: a silent broker must not hold the sender
                 answer = await self.transport.request_json(address, "POST", protocol.INIT_PRODUCER_ID, {},
-                                                           timeout_ms=self.settings.request_timeout_ms)
+                                                           timeout_ms=self.metadata.metadata_request_timeout_ms)
                 producer_id = int(answer["producer_id"])
                 producer_epoch = int(answer.get("producer_epoch", 0))
             except (KafkaliteError, KeyError, TypeError, ValueError) as exc:

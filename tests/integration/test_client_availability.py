@@ -122,7 +122,10 @@ def test_a_frozen_leader_stalls_only_its_own_partition(cluster: BrokerCluster, t
                           SESSION_TIMEOUT_MS / 1000 + 20, "partition 0 acknowledged by its new leader")
         with producer.condition:
             acked = producer.acked
-        producer.wait_for_acks(acked + THROUGHPUT, 30)  # a second more of writes with the victim still frozen
+        # a second more of writes with the victim still frozen, and frozen past the session timeout
+        producer.wait_for(lambda: producer.acked >= acked + THROUGHPUT
+                          and time.time() > frozen_at + SESSION_TIMEOUT_MS / 1000 + 1, 30,
+                          "writes going on while the victim stays frozen past the session timeout")
         thawed_at = time.time()
         frozen.thaw()
         thawed = True

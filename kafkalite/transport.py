@@ -22,6 +22,15 @@ module.
   KafkaConnectionError), as Kafka's clients disconnect on a request timeout; the next request
   opens a new connection.
 
+Per broker address the transport also keeps what a client needs to pick a broker and to avoid
+waiting on a dead one, as Kafka's NetworkClient does: whether a pipelined connection is open,
+how many requests are in flight (:meth:`AsyncTransport.in_flight`), and when the address last
+failed (a refused or timed-out connect, a request timeout, a lost connection; cleared by the
+next answer) — :meth:`AsyncTransport.failed_at`. :meth:`AsyncTransport.ready` returns an open
+connection without waiting, or starts opening one in the background and returns None, so a
+caller that serves several brokers (the producer's sender) never blocks on one that does not
+answer.
+
 Concurrency: one AsyncTransport per event loop; coroutines and callbacks on that loop only.
 """
 
@@ -31,10 +40,12 @@ import asyncio
 import base64
 import hashlib
 import json
+import logging
 import os
 import struct
+import time
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import aiohttp
 
@@ -47,6 +58,8 @@ from kafkalite.errors import (
     KafkaTimeoutError,
     UnknownServerError,
 )
+
+log = logging.getLogger(__name__)
 
 Piece = bytes | bytearray | memoryview
 
@@ -65,6 +78,8 @@ _HEAD_SHORT = struct.Struct(">BB")
 _HEAD_MEDIUM = struct.Struct(">BBH")
 _HEAD_LONG = struct.Struct(">BBQ")
 _MAX_FRAME_BYTES = 1 << 31
+_RECONNECT_BACKOFF_S = 0.05
+_RECONNECT_BACKOFF_MAX_S = 1.0
 
 
 class PipelinedConnection(asyncio.Protocol):
@@ -81,13 +96,17 @@ class PipelinedConnection(asyncio.Protocol):
     directly.
     """
 
-    def __init__(self, address: str, request_timeout_ms: int, client_id: str) -> None:
+    def __init__(self, address: str, request_timeout_ms: int, client_id: str,
+                 on_timeout: Callable[[str], None] | None = None) -> None:
         self.address = address
         self.request_timeout_ms = request_timeout_ms
         self._client_id = client_id
+        self._on_request_timeout = on_timeout
         self._key = base64.b64encode(os.urandom(16))
         self._transport: asyncio.Transport | None = None
-        self._pending: deque[tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle | None]] = deque()
+        # (answer future, timeout handle, monotonic time the request was written)
+        self._pending: deque[tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle | None, float]] = deque()
+        self.last_received = time.monotonic()
         self._buffer = b""
         self._upgraded = False
         self._handshake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -126,6 +145,7 @@ class PipelinedConnection(asyncio.Protocol):
                 waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        self.last_received = time.monotonic()
         try:
             if self._collect_remaining:
                 data = self._collect(data)
@@ -171,7 +191,7 @@ class PipelinedConnection(asyncio.Protocol):
             length += len(piece)
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         handle = loop.call_later(timeout, self._on_timeout, future, timeout) if timeout > 0 else None
-        self._pending.append((future, handle))
+        self._pending.append((future, handle, time.monotonic()))
         transport.writelines([_frame_head(_OPCODE_BINARY, length) + _U16.pack(api), *pieces])
         return future
 
@@ -193,6 +213,13 @@ class PipelinedConnection(asyncio.Protocol):
     def in_flight(self) -> int:
         return len(self._pending)
 
+    def silent_for(self, now: float) -> float:
+        """Seconds the broker has sent nothing while a request was waiting for its answer
+        (0 when nothing is in flight): how long a broker that may be frozen has been quiet."""
+        if not self._pending:
+            return 0.0
+        return max(0.0, now - max(self.last_received, self._pending[0][2]))
+
     @property
     def usable(self) -> bool:
         return not self.closed and self._upgraded and self._transport is not None \
@@ -212,7 +239,7 @@ class PipelinedConnection(asyncio.Protocol):
             self._handshake.set_exception(KafkaConnectionError(reason))
             self._handshake.exception()  # retrieved: wait_ready re-raises it
         pending, self._pending = self._pending, deque()
-        for future, handle in pending:
+        for future, handle, _ in pending:
             if handle is not None:
                 handle.cancel()
             if not future.done():
@@ -224,11 +251,13 @@ class PipelinedConnection(asyncio.Protocol):
         if not future.done():
             future.set_exception(KafkaTimeoutError(f"request to {self.address} timed out after {timeout:.1f} s"))
             self.close(f"a request to {self.address} timed out after {timeout:.1f} s")
+            if self._on_request_timeout is not None:
+                self._on_request_timeout(self.address)
 
     def _deliver(self, status: int, body: bytes) -> None:
         if not self._pending:
             raise KafkaConnectionError(f"{self.address} sent an answer nobody asked for")
-        future, handle = self._pending.popleft()
+        future, handle, _ = self._pending.popleft()
         if handle is not None:
             handle.cancel()
         if not future.done():
@@ -378,7 +407,86 @@ class AsyncTransport:
         self._session: aiohttp.ClientSession | None = None
         self._connections: dict[tuple[str, str], PipelinedConnection] = {}
         self._connecting: dict[tuple[str, str], asyncio.Future[PipelinedConnection]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._json_in_flight: dict[str, int] = {}
+        self._failed_at: dict[str, float] = {}
+        self._failures_in_row: dict[str, int] = {}
         self._closed = False
+
+    # -- per-broker state ---------------------------------------------------------------------
+    def note_failure(self, address: str) -> None:
+        """``address`` failed now (connect refused or timed out, a request timed out)."""
+        self._failed_at[address] = time.monotonic()
+        self._failures_in_row[address] = self._failures_in_row.get(address, 0) + 1
+
+    def note_success(self, address: str) -> None:
+        """``address`` answered: it no longer counts as failed."""
+        self._failed_at.pop(address, None)
+        self._failures_in_row.pop(address, None)
+
+    def reconnect_backoff(self, address: str) -> float:
+        """Seconds until a new connection to ``address`` may be tried (0: now). After a failure,
+        50 ms doubling per failure in a row up to 1 s, as Kafka's reconnect.backoff.ms /
+        reconnect.backoff.max.ms defaults."""
+        failed = self._failed_at.get(address)
+        if failed is None:
+            return 0.0
+        backoff = min(_RECONNECT_BACKOFF_S * 2 ** (self._failures_in_row.get(address, 1) - 1),
+                      _RECONNECT_BACKOFF_MAX_S)
+        return max(0.0, failed + backoff - time.monotonic())
+
+    def failed_at(self, address: str) -> float | None:
+        """When ``address`` last failed (monotonic seconds), None if it answered since."""
+        return self._failed_at.get(address)
+
+    def connected(self, address: str) -> bool:
+        """Whether a pipelined connection to ``address`` is open."""
+        return any(connection.usable for (known, _), connection in self._connections.items() if known == address)
+
+    def stalled(self, address: str, now: float, after_s: float) -> bool:
+        """Whether a connection to ``address`` has had requests waiting ``after_s`` seconds or
+        more without receiving a byte (a frozen or cut-off broker looks like this)."""
+        return any(connection.silent_for(now) >= after_s
+                   for (known, _), connection in self._connections.items() if known == address)
+
+    def in_flight(self, address: str) -> int:
+        """Requests sent to ``address`` and not answered yet (every channel and the JSON pool)."""
+        count = self._json_in_flight.get(address, 0)
+        for (known, _), connection in self._connections.items():
+            if known == address:
+                count += connection.in_flight
+        return count
+
+    def existing(self, address: str, channel: str = "default") -> PipelinedConnection | None:
+        """The open connection for (address, channel), if any; never connects."""
+        connection = self._connections.get((address, channel))
+        return connection if connection is not None and connection.usable else None
+
+    def ready(self, address: str, channel: str = "default",
+              on_done: Callable[[], None] | None = None) -> PipelinedConnection | None:
+        """The open connection for (address, channel) without waiting; otherwise start opening
+        one in the background (``on_done`` is called when that attempt ends either way) and
+        return None, as Kafka's ``NetworkClient.ready``. A failed attempt marks the address
+        failed (:meth:`failed_at`)."""
+        connection = self.existing(address, channel)
+        if connection is not None or self._closed:
+            return connection
+        if (address, channel) in self._connecting or self.reconnect_backoff(address) > 0:
+            return None
+
+        async def connect() -> None:
+            try:
+                await self.connection(address, channel)
+            except KafkaliteError as exc:
+                log.debug("connecting to %s failed: %s", address, exc)
+            finally:
+                if on_done is not None:
+                    on_done()
+
+        task = asyncio.get_running_loop().create_task(connect(), name=f"kafkalite-connect-{address}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return None
 
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -391,6 +499,8 @@ class AsyncTransport:
 
     async def close(self) -> None:
         self._closed = True
+        for task in list(self._background):
+            task.cancel()
         for connection in list(self._connections.values()):
             connection.close("the client is closing")
         self._connections.clear()
@@ -414,6 +524,8 @@ class AsyncTransport:
             try:
                 connection = await self._open(address)
             except BaseException as exc:
+                if isinstance(exc, KafkaliteError):
+                    self.note_failure(address)
                 self._connecting.pop(key, None)
                 if not pending.done():
                     pending.set_exception(exc if isinstance(exc, Exception) else KafkaConnectionError(str(exc)))
@@ -421,6 +533,7 @@ class AsyncTransport:
                 raise
             self._connecting.pop(key, None)
             self._connections[key] = connection
+            self.note_success(address)
             pending.set_result(connection)
             return connection
         return await asyncio.shield(pending)
@@ -434,7 +547,8 @@ class AsyncTransport:
         loop = asyncio.get_running_loop()
         try:
             _, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: PipelinedConnection(address, self.request_timeout_ms, self.client_id),
+                loop.create_connection(lambda: PipelinedConnection(address, self.request_timeout_ms, self.client_id,
+                                                                   self.note_failure),
                                        host.strip("[]") or "127.0.0.1", port),
                 self.connect_timeout_ms / 1000)
         except asyncio.TimeoutError:
@@ -467,19 +581,29 @@ class AsyncTransport:
             headers["Content-Type"] = protocol.BINARY_CONTENT_TYPE
         total = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         url = f"http://{address}{path}"
+        self._json_in_flight[address] = self._json_in_flight.get(address, 0) + 1
         try:
             async with session.request(method, url, data=data, params=params, headers=headers,
                                        timeout=aiohttp.ClientTimeout(total=total)) as response:
                 payload = await response.read()
+                self.note_success(address)
                 if 200 <= response.status < 300:
                     return payload
                 raise _error_from(response.status, payload)
         except BrokerResponseError:
             raise
         except asyncio.TimeoutError as exc:
+            self.note_failure(address)
             raise KafkaTimeoutError(f"{method} {url} timed out after {total:.1f} s") from exc
         except (aiohttp.ClientError, OSError) as exc:
+            self.note_failure(address)
             raise KafkaConnectionError(f"{method} {url} failed: {exc}") from exc
+        finally:
+            left = self._json_in_flight.get(address, 1) - 1
+            if left > 0:
+                self._json_in_flight[address] = left
+            else:
+                self._json_in_flight.pop(address, None)
 
     async def request_json(self, address: str, method: str, path: str, json_body: Any = None,
                            params: dict[str, str] | None = None, timeout_ms: int | None = None) -> Any:

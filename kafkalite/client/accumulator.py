@@ -311,7 +311,7 @@ class ProducerBatch:
 
     __slots__ = ("tp", "values", "keys", "timestamps", "headers", "size", "created", "result", "attempts",
                  "producer_id", "producer_epoch", "base_sequence", "encoded", "order", "closed", "retry_at",
-                 "deadline", "sealed", "min_timestamp", "max_timestamp", "record_count", "memory")
+                 "deadline", "sealed", "min_timestamp", "max_timestamp", "record_count", "memory", "last_error")
 
     def __init__(self, tp: TopicPartition, order: int, created: float, deadline: float) -> None:
         self.tp = tp
@@ -336,6 +336,7 @@ class ProducerBatch:
         self.min_timestamp = 0
         self.max_timestamp = 0
         self.record_count = 0
+        self.last_error = ""
 
     def encode(self, compression: int) -> bytes:
         """The batch's bytes, built once (a retry resends exactly these bytes)."""
@@ -724,6 +725,26 @@ class RecordAccumulator:
     def pending_results(self) -> list[BatchResult]:
         with self._lock:
             return list(self._incomplete)
+
+    @property
+    def aborted(self) -> bool:
+        """Whether :meth:`abort` ran: a batch coming back for a retry must fail instead."""
+        return self._closed
+
+    def describe_pending(self, now: float) -> list[str]:
+        """One line per partition with incomplete batches: queued and in-flight counts, the
+        first batch's attempts, age and last error (for a tool's diagnostics)."""
+        lines = []
+        with self._lock:
+            for tp, state in sorted(self._partitions.items(), key=lambda item: (item[0].topic, item[0].partition)):
+                if not state.batches and not state.sent:
+                    continue
+                first = min([*state.batches, *state.sent], key=lambda batch: batch.order)
+                lines.append(f"{tp.topic}-{tp.partition}: {len(state.batches)} queued, {len(state.sent)} in flight, "
+                             f"retrying={state.retrying}; oldest batch: {first.record_count} record(s), "
+                             f"sequence {first.base_sequence}, {first.attempts} attempt(s), "
+                             f"{now - first.created:.1f} s old, last error: {first.last_error or 'none'}")
+        return lines
 
 
 def chunk_bounds(sizes: Iterable[int], limit: int) -> list[tuple[int, int]]:

@@ -6,13 +6,24 @@ the leader and leader epoch of each partition, and per-topic error codes. A new 
 answer gives a *new* view (:meth:`ClusterView.merged`); readers on any thread may hold a view
 without locks.
 
-:class:`MetadataManager` (async) asks any reachable broker — the known brokers first, then the
-bootstrap list, rotating so a dead broker is not asked twice in a row — for the topics its
-client cares about (or for every topic, for pattern subscriptions), keeps the newest view in
-:attr:`MetadataManager.view`, refreshes it when a caller reports stale leaders
-(:meth:`request_update`) or when ``metadata_max_age_ms`` passes, and coalesces concurrent
-refreshes into one request. Listeners registered with :meth:`add_listener` are called with
-each new view.
+:class:`MetadataManager` (async) asks a broker for the topics its client cares about (or for
+every topic, for pattern subscriptions), keeps the newest view in :attr:`MetadataManager.view`,
+refreshes it when a caller reports stale leaders (:meth:`request_update`) or when
+``metadata_max_age_ms`` passes, and coalesces concurrent refreshes into one request. Listeners
+registered with :meth:`add_listener` are called with each new view.
+
+Which broker it asks is Kafka's *least-loaded node* rule: brokers that answered last time before
+brokers that recently failed (a connect or request that timed out or was refused; among failed
+ones the longest-ago failure first), then brokers with an open connection and no silent requests
+on it, then the fewest requests in flight, rotating among equals. Each attempt waits at most
+``metadata_request_timeout_ms`` (bounded by ``request_timeout_ms``; default 3 s) before the
+next broker is asked, so one silently unreachable broker (frozen, or cut off without a reset)
+delays a refresh by seconds, not by the request timeout.
+
+A NOT_LEADER_OR_FOLLOWER answer names the leader the answering broker knows ("(leader is N)",
+"leadership moved to broker N"); :meth:`MetadataManager.apply_leader_hint` moves the cached
+leader there at once (when broker N is known) and asks for a refresh in the background, so the
+retry goes to the new leader instead of the stale one.
 
 Concurrency: the manager lives on one event loop; :attr:`view` may be read from any thread.
 """
@@ -20,8 +31,10 @@ Concurrency: the manager lives on one event loop; :attr:`view` may be read from 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -42,7 +55,24 @@ from kafkalite.transport import AsyncTransport
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9092
+DEFAULT_METADATA_REQUEST_TIMEOUT_MS = 3000
 _FATAL_TOPIC_ERRORS = {17}  # INVALID_TOPIC_EXCEPTION: retrying cannot help
+# A connection whose requests have waited this long without a byte back counts as stalled.
+STALLED_AFTER_S = 1.0
+# The leader a NOT_LEADER_OR_FOLLOWER message names (broker/partition.py, broker/replica.py).
+_LEADER_HINT = re.compile(r"\(leader is (-?\d+)\)|leadership moved to broker (-?\d+)")
+
+
+def leader_hint(message: str | None) -> int | None:
+    """The broker id a NOT_LEADER_OR_FOLLOWER message names as the leader; None when it names
+    none (or -1, no leader)."""
+    if not message:
+        return None
+    found = _LEADER_HINT.search(message)
+    if found is None:
+        return None
+    leader = int(found.group(1) if found.group(1) is not None else found.group(2))
+    return leader if leader >= 0 else None
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
@@ -84,6 +114,8 @@ class ClusterView:
     leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     topic_errors: dict[str, int] = field(default_factory=dict)
     updated_at: float = 0.0
+    # partition → (leader named by a NOT_LEADER answer, the leader epoch cached when it came)
+    hints: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cluster_id: str, controller_id: int, brokers: Iterable[protocol.BrokerEndpoint],
@@ -116,7 +148,7 @@ class ClusterView:
         """The view after ``answer``: requested topics replaced (all of them when None)."""
         if requested is None:
             return ClusterView.build(answer.cluster_id, answer.controller_id, answer.brokers, answer.topics,
-                                     updated_at)
+                                     updated_at)._with_hints(self.hints)
         answered = {topic.name for topic in answer.topics}
         kept = [topic for name, topic in self.topics.items() if name not in answered and name not in requested]
         kept_errors = {name: code for name, code in self.topic_errors.items()
@@ -125,7 +157,33 @@ class ClusterView:
                                  [*kept, *answer.topics], updated_at)
         if kept_errors:
             view.topic_errors.update(kept_errors)
-        return view
+        return view._with_hints(self.hints)
+
+    def _with_hints(self, hints: dict[TopicPartition, tuple[int, int]]) -> "ClusterView":
+        """This (new, unpublished) view with the leader hints that it does not supersede: a hint
+        stands while the answer's leader epoch for its partition is not newer than the epoch the
+        hint corrected, and the hinted broker is known."""
+        for tp, (leader, epoch) in hints.items():
+            if tp not in self.leaders or leader not in self.brokers or self.leader_epochs.get(tp, -1) > epoch \
+                    or self.leaders[tp] == leader:
+                continue
+            self.leaders[tp] = leader
+            self.hints[tp] = (leader, epoch)
+            known = self.available.get(tp.topic, ())
+            if tp.partition not in known:
+                self.available[tp.topic] = tuple(sorted((*known, tp.partition)))
+        return self
+
+    def with_hint(self, tp: TopicPartition, leader: int) -> "ClusterView":
+        """A copy where ``leader`` leads ``tp`` until metadata with a newer leader epoch arrives."""
+        copy = dataclasses.replace(self, leaders=dict(self.leaders), available=dict(self.available),
+                                   hints={key: value for key, value in self.hints.items() if key != tp})
+        return copy._with_hints({tp: (leader, self.leader_epochs.get(tp, -1))})
+
+    def without_hint(self, tp: TopicPartition) -> "ClusterView":
+        """A copy whose next merge no longer keeps the hint for ``tp`` (the cached leader stays
+        until that merge recomputes it from the answer)."""
+        return dataclasses.replace(self, hints={key: value for key, value in self.hints.items() if key != tp})
 
     def leader(self, tp: TopicPartition) -> int:
         return self.leaders.get(tp, -1)
@@ -148,10 +206,12 @@ class MetadataManager:
 
     def __init__(self, transport: AsyncTransport, bootstrap_servers: str | Sequence[str], *,
                  request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100,
-                 metadata_max_age_ms: int = 300_000, allow_auto_create_topics: bool = False) -> None:
+                 metadata_max_age_ms: int = 300_000, allow_auto_create_topics: bool = False,
+                 metadata_request_timeout_ms: int = DEFAULT_METADATA_REQUEST_TIMEOUT_MS) -> None:
         self.transport = transport
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
+        self.metadata_request_timeout_ms = max(1, min(request_timeout_ms, metadata_request_timeout_ms))
         self.retry_backoff_ms = retry_backoff_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         self.allow_auto_create_topics = allow_auto_create_topics
@@ -225,14 +285,51 @@ class MetadataManager:
                 pass
 
     # -- requests -----------------------------------------------------------------------------
+    def apply_leader_hint(self, tp: TopicPartition, leader: int | None, answered_by: int) -> bool:
+        """Broker ``answered_by`` said NOT_LEADER_OR_FOLLOWER for ``tp`` naming ``leader`` (None:
+        it named none). Make ``leader`` the cached leader now — it stays so until metadata with a
+        newer leader epoch arrives — and ask for a refresh in the background. A hinted leader that
+        itself answers NOT_LEADER without naming another drops the hint. True when the cached
+        leader changed."""
+        view = self.view
+        self.request_update()
+        if view.leaders.get(tp, -1) != answered_by or tp.topic not in view.partitions:
+            return False  # the cache moved on since the request was sent
+        if leader is None or leader == answered_by or leader not in view.brokers:
+            if tp in view.hints:
+                self.view = view.without_hint(tp)
+            return False
+        self.view = view.with_hint(tp, leader)
+        log.debug("%s-%d: NOT_LEADER from broker %d names broker %d as the leader", tp.topic, tp.partition,
+                  answered_by, leader)
+        self._notify(self.view)
+        return True
+
+    def _notify(self, view: ClusterView) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(view)
+            except Exception:  # a listener's bug must not stop metadata updates
+                log.exception("metadata listener failed")
+
     def _candidates(self) -> list[str]:
+        """Brokers to ask, best first: the least-loaded reachable one (see the module docstring)."""
         known = [broker.address for _, broker in sorted(self.view.brokers.items())]
         ordered = known + [address for address in self.bootstrap if address not in known]
         if not ordered:
             return ordered
         self._rotation += 1
         start = self._rotation % len(ordered)
-        return ordered[start:] + ordered[:start]
+        rotated = ordered[start:] + ordered[:start]
+        transport = self.transport
+        now = time.monotonic()
+
+        def rank(item: tuple[int, str]) -> tuple[bool, float, bool, bool, int, int]:
+            index, address = item
+            failed = transport.failed_at(address)
+            return (failed is not None, failed or 0.0, transport.stalled(address, now, STALLED_AFTER_S),
+                    not transport.connected(address), transport.in_flight(address), index)
+        return [address for _, address in sorted(enumerate(rotated), key=rank)]
 
     async def refresh(self, topics: Sequence[str] | None = None, *, all_topics: bool | None = None,
                       allow_auto_create: bool | None = None) -> ClusterView:
@@ -266,7 +363,7 @@ class MetadataManager:
         for address in self._candidates():
             try:
                 answer = await self.transport.request_json(address, "POST", protocol.METADATA, body,
-                                                           timeout_ms=self.request_timeout_ms)
+                                                           timeout_ms=self.metadata_request_timeout_ms)
                 metadata = protocol.ClusterMetadata.from_json(answer)
             except (KafkaConnectionError, KafkaTimeoutError, BrokerResponseError) as exc:
                 last_error = exc
@@ -279,11 +376,7 @@ class MetadataManager:
                    for topic in metadata.topics if requested is None or topic.name in requested):
                 self._need_update = True  # leaders being elected: look again soon
             self.view = view
-            for listener in list(self._listeners):
-                try:
-                    listener(view)
-                except Exception:  # a listener's bug must not stop metadata updates
-                    log.exception("metadata listener failed")
+            self._notify(view)
             return view
         self._need_update = True if started_need or last_error else self._need_update
         raise NoBrokersAvailable(f"no broker of {self._candidates()} answered a metadata request "

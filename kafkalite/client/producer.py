@@ -5,7 +5,10 @@ Options and defaults are kafka-python's names with *current Kafka* defaults wher
 is older: ``acks='all'``, ``enable_idempotence=True``, ``linger_ms=0``, ``retries`` unbounded
 (limited by ``delivery_timeout_ms`` = 120 s), ``batch_size=16384``, ``buffer_memory=32 MiB``,
 ``max_request_size=1 MiB``, ``max_block_ms=60 s``, ``max_in_flight_requests_per_connection=5``,
-``compression_type=None`` (or ``'gzip'``, ``'lz4'``, ``'zstd'``). As in Kafka, idempotence is
+``compression_type=None`` (or ``'gzip'``, ``'lz4'``, ``'zstd'``), ``request_timeout_ms=30 s``,
+``socket_connection_setup_timeout_ms=10 s`` (connect and channel handshake, Kafka's name) and
+``metadata_request_timeout_ms=3 s`` (how long one metadata request may take before the next
+broker is asked; capped by ``request_timeout_ms``). As in Kafka, idempotence is
 switched off silently when it was left at its default and ``acks`` is not ``all``, and a
 conflicting explicit ``enable_idempotence=True`` is a ConfigError. Without idempotence and with
 retries, one batch per partition is in flight, so retries never reorder. Serializers are not
@@ -142,13 +145,16 @@ class ProducerSettings:
     delivery_timeout_ms: int = 120_000
     buffer_memory: int = 33_554_432
     max_in_flight_requests_per_connection: int = 5
+    metadata_request_timeout_ms: int = 3000
+    socket_connection_setup_timeout_ms: int = 10_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     KNOWN = {"bootstrap_servers", "client_id", "key_serializer", "value_serializer", "acks", "enable_idempotence",
              "compression_type", "retries", "batch_size", "max_batch_size", "linger_ms", "partitioner",
              "max_block_ms", "max_request_size", "allow_auto_create_topics", "metadata_max_age_ms",
              "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms", "buffer_memory",
-             "max_in_flight_requests_per_connection", "transactional_id"}
+             "max_in_flight_requests_per_connection", "transactional_id", "metadata_request_timeout_ms",
+             "socket_connection_setup_timeout_ms"}
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "ProducerSettings":
@@ -189,6 +195,10 @@ class ProducerSettings:
             buffer_memory=_positive_int("buffer_memory", options.get("buffer_memory", 33_554_432), 1),
             max_in_flight_requests_per_connection=_positive_int(
                 "max_in_flight_requests_per_connection", options.get("max_in_flight_requests_per_connection", 5), 1),
+            metadata_request_timeout_ms=_positive_int(
+                "metadata_request_timeout_ms", options.get("metadata_request_timeout_ms", 3000), 1),
+            socket_connection_setup_timeout_ms=_positive_int(
+                "socket_connection_setup_timeout_ms", options.get("socket_connection_setup_timeout_ms", 10_000), 1),
         )
         for name in ("key_serializer", "value_serializer"):
             function = getattr(settings, name)
@@ -249,12 +259,14 @@ class ProducerCore:
         from kafkalite.transport import AsyncTransport
 
         self.settings = settings
-        self.transport = AsyncTransport(request_timeout_ms=settings.request_timeout_ms, client_id=settings.client_id)
+        self.transport = AsyncTransport(request_timeout_ms=settings.request_timeout_ms, client_id=settings.client_id,
+                                        connect_timeout_ms=settings.socket_connection_setup_timeout_ms)
         self.metadata = MetadataManager(self.transport, settings.bootstrap_servers,
                                         request_timeout_ms=settings.request_timeout_ms,
                                         retry_backoff_ms=settings.retry_backoff_ms,
                                         metadata_max_age_ms=settings.metadata_max_age_ms,
-                                        allow_auto_create_topics=settings.allow_auto_create_topics)
+                                        allow_auto_create_topics=settings.allow_auto_create_topics,
+                                        metadata_request_timeout_ms=settings.metadata_request_timeout_ms)
         default = DefaultPartitioner(settings.batch_size)
         chosen = settings.partitioner
         self._default_partitioner = chosen is None
@@ -291,6 +303,7 @@ class ProducerCore:
         sender = self.sender
         if sender is None or self.loop is None:
             return
+        sender.poked = True  # before reading ``idle``: the sender sets ``idle`` before reading this
         if threading.current_thread() is self.loop_thread:
             sender.wake()
         elif sender.idle:
@@ -511,7 +524,11 @@ class ProducerCore:
                 if timeout is None or timeout > 0:
                     pending = [result.future() for result in self.accumulator.pending_results()]
                     if pending:
-                        await asyncio.wait(pending, timeout=timeout)
+                        _, not_done = await asyncio.wait(pending, timeout=timeout)
+                        if not_done:
+                            log.warning("closing the producer: %d batch(es) still unacknowledged after %s s fail now:"
+                                        "\n  %s", len(not_done), timeout,
+                                        "\n  ".join(self.accumulator.describe_pending(time.monotonic())))
             finally:
                 self.accumulator.abort(IllegalStateError("the producer was closed before the record was sent"))
                 await sender.stop(force=True)
@@ -608,8 +625,10 @@ class KafkaProducer:
         self._loop.run(self._core.flush(timeout))
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush (waiting at most ``timeout`` seconds; None = as long as it takes), then release
-        the connections and the I/O thread. Records not sent by then fail."""
+        """Flush (waiting at most ``timeout`` seconds; None = as long as it takes, which is
+        bounded by ``delivery_timeout_ms`` plus one request timeout), then release the
+        connections and the I/O thread. Records not acknowledged by then — queued or in flight
+        — fail with IllegalStateError, and close returns promptly."""
         if self._closed:
             return
         self._closed = True

@@ -14,8 +14,12 @@ Standard output carries only JSON events, one per line:
 Values are ``<prefix>.<sequence>`` (or the bare sequence number without ``--value-prefix``), so
 each is unique and a checker can tell loss from duplication. The tool ends after
 ``--max-messages`` records (or never, with -1) or on SIGTERM/SIGINT; either way it first waits
-for the outstanding sends (bounded by the producer's ``delivery.timeout.ms``) and then prints
-``tool_data``. Exit code 0 when every record was acknowledged, 1 when any failed.
+for the outstanding sends and then prints ``tool_data``. The wait is bounded, as Kafka's tool
+closes its producer with a timeout: by the producer's ``delivery.timeout.ms`` after
+``--max-messages``, by ``SIGNALLED_CLOSE_TIMEOUT_S`` (30 s, or ``delivery.timeout.ms`` when
+shorter) after a signal; records still unacknowledged then are reported as
+``producer_send_error`` events and what was pending is described on stderr. Exit code 0 when
+every record was acknowledged, 1 when any failed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_key_val
 
 EXIT_OK = 0
 EXIT_SEND_FAILED = 1
+SIGNALLED_CLOSE_TIMEOUT_S = 30.0
+DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
 
 
 def build_parser() -> ToolArgumentParser:
@@ -128,7 +134,15 @@ class VerifiableProducer:
         self.sent = 0
         self.acked = 0
         self.errors = 0
-        self.producer = KafkaProducer(**producer_options(arguments))
+        options = producer_options(arguments)
+        self.delivery_timeout_s = float(options.get("delivery_timeout_ms", DEFAULT_DELIVERY_TIMEOUT_MS)) / 1000
+        self.producer = KafkaProducer(**options)
+
+    def close_timeout(self) -> float:
+        """How long closing may wait for outstanding sends (see the module docstring)."""
+        if self.stop.is_set():
+            return min(SIGNALLED_CLOSE_TIMEOUT_S, self.delivery_timeout_s)
+        return self.delivery_timeout_s
 
     def value_for(self, sequence: int) -> str:
         prefix = self.arguments.value_prefix
@@ -179,7 +193,7 @@ class VerifiableProducer:
                     future.add_errback(self.on_error, key, value)
                 sequence += 1
         finally:
-            self.producer.close()
+            self.producer.close(self.close_timeout())
             elapsed = max(time.monotonic() - started, 1e-9)
             with self.counts_lock:
                 sent, acked, errors = self.sent, self.acked, self.errors

@@ -29,6 +29,7 @@ group mode (commits, a second member resuming from them).
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -349,7 +350,11 @@ def test_no_acknowledged_write_is_lost(cluster: BrokerCluster, registrations: Re
             acked_when_healed = producer.acked
         producer.wait_for_acks(acked_when_healed + ACKS_PER_PHASE, 60)  # and after the heal
 
-        producer.terminate(150)
+        try:
+            producer.terminate(60)  # its close waits at most 30 s after SIGTERM
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the verifiable producer did not exit within 60 s of SIGTERM\n"
+                                 f"{producer.stderr_tail()}") from None
         tool_data = producer.tool_data()
         assert tool_data is not None, f"the producer printed no tool_data\n{producer.stderr_tail()}"
         cluster.wait_in_sync(topic, timeout=60, broker_id=observer)

@@ -169,11 +169,13 @@ class VerifiableProducer(ToolProcess):
 
     def __init__(self, bootstrap: str, topic: str, stderr_path: Path, *, max_messages: int,
                  throughput: float = -1, acks: str = "all", value_prefix: str | None = None,
-                 properties: dict[str, str] | None = None) -> None:
+                 repeating_keys: int | None = None, properties: dict[str, str] | None = None) -> None:
         arguments = ["--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", str(max_messages),
                      "--throughput", str(throughput), "--acks", acks]
         if value_prefix is not None:
             arguments += ["--value-prefix", value_prefix]
+        if repeating_keys is not None:
+            arguments += ["--repeating-keys", str(repeating_keys)]
         for name, value in (properties or {}).items():
             arguments += ["--producer-property", f"{name}={value}"]
         super().__init__(PRODUCER_SCRIPT, arguments, stderr_path)

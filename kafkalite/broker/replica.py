@@ -126,6 +126,32 @@ class ReplicaManager:
             pass
         return ""
 
+    # -- fencing ------------------------------------------------------------------------------
+    def fence(self, reason: str) -> None:
+        """Stop serving every partition until :meth:`unfence`: this broker's view of leadership
+        may be stale (its ZooKeeper session is suspended or lost, or the process was stalled).
+
+        Requests parked here are answered at once with NOT_LEADER_OR_FOLLOWER: acks=all produce
+        waits fail (their records may still commit under this or a later leader, so the client
+        retries, as after any leader change) and long-poll fetches wake and answer the error. A
+        client's connection is then free for its next request long before its request timeout,
+        and a new leader elsewhere can be used as soon as it exists.
+        """
+        first = self.fenced_reason is None
+        self.fenced_reason = reason
+        if not first:
+            return
+        error = NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {reason}")
+        failed = 0
+        for partition in list(self.partitions.values()):
+            failed += partition.fail_waiters(error)
+        if failed:
+            log.info("fenced: answered %d pending acks=all produce waits with NOT_LEADER_OR_FOLLOWER", failed)
+
+    def unfence(self) -> None:
+        """Serve partitions again (the ZooKeeper view was confirmed current)."""
+        self.fenced_reason = None
+
     # -- metadata listener --------------------------------------------------------------------
     def on_partition_changed(self, info: PartitionInfo) -> None:
         partition = self.partitions.get((info.topic, info.partition))
@@ -280,6 +306,14 @@ class ReplicaManager:
                 if code == UnknownServerError.errno:
                     log.exception("produce to %s-%d failed", item.topic, item.partition)
                 results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
+        if waits and self.fenced_reason is not None:
+            # Fenced while an append ran in a worker thread: nothing will complete the waits.
+            error = NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {self.fenced_reason}")
+            for index, _partition, _required in waits:
+                previous = results[index]
+                results[index] = ProduceResult(previous.topic, previous.partition, error.errno, previous.base_offset,
+                                               previous.log_append_time, previous.log_start_offset, str(error))
+            waits = []
         if waits:
             timeout = max(0.0, request.timeout_ms / 1000)
             outcomes: list[BaseException | None]

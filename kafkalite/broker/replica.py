@@ -345,7 +345,9 @@ class ReplicaManager:
             results, total, idle = self._read_once(request, is_follower)
             remaining = deadline - loop.time()
             if total >= request.min_bytes or remaining <= 0 or not idle or request.max_wait_ms == 0 \
-                    or any(result.error_code for result in results):
+                    or any(result.error_code or result.diverging_epoch >= 0 for result in results):
+                # An error or a diverging follower's truncation point is answered at once: a
+                # follower must not wait out a long poll before it can truncate.
                 return results
             # One future for the whole request, completed by the first partition that moves
             # or by the deadline.
@@ -401,7 +403,7 @@ class ReplicaManager:
                 epoch, end_offset = partition_log.epoch_cache.end_offset_for(item.last_fetched_epoch,
                                                                             partition_log.log_end_offset)
                 if epoch >= 0 and (end_offset < item.fetch_offset or epoch < item.last_fetched_epoch):
-                    log.info("%s: follower %d fetching %d at epoch %d diverges (epoch %d ends at %d; cache %s)",
+                    log.debug("%s: follower %d fetching %d at epoch %d diverges (epoch %d ends at %d; cache %s)",
                              partition.name, request.replica_id, item.fetch_offset, item.last_fetched_epoch, epoch,
                              end_offset, partition_log.epoch_cache.entries)
                     return FetchResult(item.topic, item.partition, 0, partition.high_watermark,

@@ -7,8 +7,9 @@ replication factor 3, ``min.insync.replicas=2`` and unclean election off; the pr
 with acks=all throughout.
 
 * *A leader cut off from ZooKeeper and from the other brokers* (iptables DROP both ways; the
-  clients still reach it): an acks=all produce it accepted after the cut is answered
-  NOT_LEADER_OR_FOLLOWER as soon as it fences itself, long before the request timeout; every
+  clients still reach it): an acks=all produce it accepted after the cut and a consumer's long
+  poll parked there are answered NOT_LEADER_OR_FOLLOWER as soon as it fences itself, long
+  before their timeouts; every
   partition is writable again (acks=all, asked of the leader the reachable brokers name) within
   ZooKeeper's session timeout + 5 s of the cut.
 * *ZooKeeper cut off from every broker past the session timeout* (every session expires, every
@@ -90,6 +91,15 @@ def produce_once(address: str, partition: int, value: bytes, timeout_ms: int) ->
     return protocol.decode_produce_response(answer)[0]
 
 
+def long_poll(address: str, partition: int, offset: int, max_wait_ms: int) -> protocol.FetchResult:
+    """A consumer fetch that waits up to ``max_wait_ms`` for a record at ``offset``."""
+    request = protocol.FetchRequest([protocol.FetchPartition(TOPIC, partition, offset)], max_wait_ms=max_wait_ms,
+                                    min_bytes=1)
+    answer = http(address, "POST", protocol.FETCH, raw=protocol.encode_fetch_request(request),
+                  content_type=protocol.BINARY_CONTENT_TYPE, timeout=max_wait_ms / 1000 + 10)
+    return protocol.decode_fetch_response(answer)[0]
+
+
 def leader_seen_by(cluster: BrokerCluster, observers: list[int], partition: int) -> int:
     """The leader the first answering observer names (-1 when none knows one)."""
     for observer in observers:
@@ -120,6 +130,14 @@ def time_until_writable(cluster: BrokerCluster, observers: list[int], partition:
                 pass
         time.sleep(0.1)
     raise AssertionError(f"{TOPIC}-{partition} not writable within {limit:.0f} s")
+
+
+def first_ack_after(producer: VerifiableProducer, partition: int, wall_ms: float) -> str:
+    """Seconds from ``wall_ms`` to the producer's first acknowledgement on ``partition``, for the report."""
+    times = [int(event["time_ms"]) for event in producer.snapshot()
+             if event.get("name") == "producer_send_success" and int(event["partition"]) == partition
+             and int(event["time_ms"]) > wall_ms]
+    return f"{(min(times) - wall_ms) / 1000:.1f}" if times else "none yet"
 
 
 def start_clients(cluster: BrokerCluster, lab: NetworkLab, tmp_path: Path,
@@ -162,17 +180,30 @@ def test_leader_cut_off_fails_pending_writes_and_every_partition_is_writable_aga
 
         for other in ("zookeeper", *(BROKERS[broker_id] for broker_id in observers)):
             lab.cut(victim_host, other)
-        cut_at = time.monotonic()
+        cut_at, cut_wall_ms = time.monotonic(), time.time() * 1000
 
-        # An acks=all write the victim accepts now cannot be replicated: it must be answered
-        # NOT_LEADER_OR_FOLLOWER once the victim fences itself, not at the request timeout.
-        started = time.monotonic()
-        pending = produce_once(cluster.brokers[victim].address, 0, b"stranded", REQUEST_TIMEOUT_MS)
-        answered_after = time.monotonic() - started
-        print(f"pending acks=all write on the cut-off leader answered after {answered_after:.1f} s: "
-              f"{protocol.error_for(pending.error_code).message}")
-        assert protocol.error_for(pending.error_code).message == "NOT_LEADER_OR_FOLLOWER", pending
-        assert answered_after < SESSION_TIMEOUT_MS / 1000, answered_after
+        # An acks=all write the victim accepts now cannot be replicated, and a consumer's long
+        # poll at its (now frozen) high watermark cannot be served: both must be answered
+        # NOT_LEADER_OR_FOLLOWER once the victim fences itself, not at their timeouts.
+        address = cluster.brokers[victim].address
+        high_watermark = int(http(address, "POST", protocol.LIST_OFFSETS, {"partitions": [
+            {"topic": TOPIC, "partition": 0, "timestamp": protocol.LATEST_TIMESTAMP}]})["partitions"][0]["offset"])
+
+        def timed(call: Any) -> tuple[float, Any]:
+            started = time.monotonic()
+            outcome = call()
+            return time.monotonic() - started, outcome
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            pending_write = pool.submit(timed, lambda: produce_once(address, 0, b"stranded", REQUEST_TIMEOUT_MS))
+            pending_read = pool.submit(timed, lambda: long_poll(address, 0, high_watermark, REQUEST_TIMEOUT_MS))
+            (write_after, written), (read_after, read) = pending_write.result(), pending_read.result()
+        print(f"on the cut-off leader, a pending acks=all write was answered after {write_after:.1f} s "
+              f"({protocol.error_for(written.error_code).message}), a long-poll fetch after {read_after:.1f} s "
+              f"({protocol.error_for(read.error_code).message})")
+        assert protocol.error_for(written.error_code).message == "NOT_LEADER_OR_FOLLOWER", written
+        assert protocol.error_for(read.error_code).message == "NOT_LEADER_OR_FOLLOWER", read
+        assert write_after < SESSION_TIMEOUT_MS / 1000 and read_after < SESSION_TIMEOUT_MS / 1000
 
         limit = SESSION_TIMEOUT_MS / 1000 + 5
         with concurrent.futures.ThreadPoolExecutor(PARTITIONS) as pool:
@@ -184,6 +215,8 @@ def test_leader_cut_off_fails_pending_writes_and_every_partition_is_writable_aga
 
         with producer.condition:
             acked_at_heal = producer.acked
+        print("the producer's first acknowledgement after the cut (s): " + ", ".join(
+            f"p{partition}={first_ack_after(producer, partition, cut_wall_ms)}" for partition in range(PARTITIONS)))
         lab.heal_all()
         cluster.wait_in_sync(TOPIC, timeout=60, broker_id=observers[0])
         producer.wait_for_acks(acked_at_heal + 300, 90)

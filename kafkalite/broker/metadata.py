@@ -189,8 +189,12 @@ class MetadataCache:
         for broker_id in sorted(present):
             await self._refresh_broker(broker_id)
             if broker_id not in self._broker_watches:
-                self._broker_watches[broker_id] = await self.zookeeper.watch_data(
-                    znodes.broker_path(broker_id), self._broker_data_callback(broker_id))
+                watch = await self.zookeeper.watch_data(znodes.broker_path(broker_id),
+                                                        self._broker_data_callback(broker_id))
+                if broker_id in self._broker_watches:  # set meanwhile by a concurrent refresh
+                    watch.cancel()
+                else:
+                    self._broker_watches[broker_id] = watch
         if notify_unchanged or self.brokers != before:
             self._notify("on_brokers_changed", dict(self.brokers))
 

@@ -9,7 +9,9 @@ to the high watermark, long-polling for ``min_bytes``) and follower fetches (up 
 detecting divergent followers by leader epoch), and it keeps the ISR in ZooKeeper current:
 shrinking followers that lag more than ``replica.lag.time.max.ms`` and expanding those that
 caught up, with a conditional write on the state znode's version so concurrent updates never
-overwrite each other.
+overwrite each other. While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
+suspended or lost, or the process stalled) it serves no partition, and whatever was parked
+(acks=all waits, long-poll fetches) is answered NOT_LEADER_OR_FOLLOWER at once.
 
 Concurrency: event-loop only; blocking disk work (log creation and deletion, fsync-heavy
 appends) is sent to worker threads.

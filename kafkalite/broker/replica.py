@@ -130,8 +130,9 @@ class ReplicaManager:
 
     # -- fencing ------------------------------------------------------------------------------
     def fence(self, reason: str) -> None:
-        """Stop serving every partition until :meth:`unfence`: this broker's view of leadership
-        may be stale (its ZooKeeper session is suspended or lost, or the process was stalled).
+        """Stop serving every partition until ``fenced_reason`` is cleared (by the broker, once
+        its ZooKeeper view is confirmed): this broker's view of leadership may be stale (its
+        ZooKeeper session is suspended or lost, or the process was stalled).
 
         Requests parked here are answered at once with NOT_LEADER_OR_FOLLOWER: acks=all produce
         waits fail (their records may still commit under this or a later leader, so the client
@@ -149,10 +150,6 @@ class ReplicaManager:
             failed += partition.fail_waiters(error)
         if failed:
             log.info("fenced: answered %d pending acks=all produce waits with NOT_LEADER_OR_FOLLOWER", failed)
-
-    def unfence(self) -> None:
-        """Serve partitions again (the ZooKeeper view was confirmed current)."""
-        self.fenced_reason = None
 
     # -- metadata listener --------------------------------------------------------------------
     def on_partition_changed(self, info: PartitionInfo) -> None:
@@ -406,8 +403,8 @@ class ReplicaManager:
                                                                             partition_log.log_end_offset)
                 if epoch >= 0 and (end_offset < item.fetch_offset or epoch < item.last_fetched_epoch):
                     log.debug("%s: follower %d fetching %d at epoch %d diverges (epoch %d ends at %d; cache %s)",
-                             partition.name, request.replica_id, item.fetch_offset, item.last_fetched_epoch, epoch,
-                             end_offset, partition_log.epoch_cache.entries)
+                              partition.name, request.replica_id, item.fetch_offset, item.last_fetched_epoch, epoch,
+                              end_offset, partition_log.epoch_cache.entries)
                     return FetchResult(item.topic, item.partition, 0, partition.high_watermark,
                                        partition.high_watermark, partition_log.log_start_offset,
                                        diverging_epoch=epoch, diverging_end_offset=end_offset,

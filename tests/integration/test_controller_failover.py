@@ -12,6 +12,7 @@ cache is made stale by stopping its broker watches (the state a lagging notifica
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 import pytest
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "ledger"
 
 
-async def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
@@ -51,14 +52,16 @@ async def scenario(connect: str) -> tuple[znodes.PartitionState, set[int]]:
         await setup.create(znodes.CLUSTER_ID_PATH, znodes.ClusterId("failover-test").to_bytes(), makepath=True)
         await zookeeper.create(znodes.broker_path(3), znodes.BrokerRegistration.for_http("127.0.0.1", 3).to_bytes(),
                                ephemeral=True)
-        await setup.create(znodes.topic_path(TOPIC),
-                           znodes.TopicAssignment(partitions={0: [2, 1, 3]}, topic_id="AAAAAAAAAAAAAAAAAAAAAA").to_bytes())
+        assignment = znodes.TopicAssignment(partitions={0: [2, 1, 3]}, topic_id="AAAAAAAAAAAAAAAAAAAAAA")
+        await setup.create(znodes.topic_path(TOPIC), assignment.to_bytes())
         await setup.ensure_path(znodes.partition_path(TOPIC, 0))
-        await setup.create(znodes.partition_state_path(TOPIC, 0),
-                           znodes.PartitionState(leader=2, leader_epoch=4, isr=[2, 1, 3], controller_epoch=0).to_bytes())
+        state = znodes.PartitionState(leader=2, leader_epoch=4, isr=[2, 1, 3], controller_epoch=0)
+        await setup.create(znodes.partition_state_path(TOPIC, 0), state.to_bytes())
         await metadata.start()
-        await wait_until(lambda: metadata.partition(TOPIC, 0) is not None and metadata.partition(TOPIC, 0).state
-                         is not None and set(metadata.brokers) == {3}, 10, "the cache to see broker 3 and the topic")
+        def cache_ready() -> bool:
+            info = metadata.partition(TOPIC, 0)
+            return info is not None and info.state is not None and set(metadata.brokers) == {3}
+        await wait_until(cache_ready, 10, "the cache to see broker 3 and the topic")
         # The cache stops hearing about brokers: broker 2 re-registers now (after the outage)
         # but its notification has not arrived when the controller is elected. Broker 1 never
         # comes back.

@@ -123,7 +123,8 @@ def time_until_writable(cluster: BrokerCluster, observers: list[int], partition:
         leader = leader_seen_by(cluster, observers, partition)
         if leader >= 0:
             try:
-                result = produce_once(cluster.brokers[leader].address, partition, b"probe-%d-%d" % (partition, attempt), 2000)
+                value = b"probe-%d-%d" % (partition, attempt)
+                result = produce_once(cluster.brokers[leader].address, partition, value, 2000)
                 if result.error_code == 0:
                     return time.monotonic() - since
             except (OSError, HttpError):

@@ -257,7 +257,8 @@ class NamespacedBroker(BrokerProcess):
 
     def write_config(self) -> None:
         super().write_config()
-        text = self.config_path.read_text().replace("PLAINTEXT://127.0.0.1:", f"PLAINTEXT://{self.lab.hosts[self.host]}:")
+        address = self.lab.hosts[self.host]
+        text = self.config_path.read_text().replace("PLAINTEXT://127.0.0.1:", f"PLAINTEXT://{address}:")
         self.config_path.write_text(text)
 
     def start(self) -> None:

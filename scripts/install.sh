@@ -20,6 +20,9 @@ need_apt=()
 [ -f /usr/share/java/slf4j-simple.jar ] || need_apt+=(libslf4j-java)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# The network-partition tests put ZooKeeper, brokers and clients in network namespaces.
+PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing Debian packages: ${need_apt[*]}"

@@ -14,6 +14,12 @@ bounce; topics or partitions appear; deletions or preferred elections are reques
   with none alive they stay offline with the last ISR recorded, unless
   ``unclean.leader.election.enable`` lets any live replica lead;
 * dead followers are removed from the ISR (epoch + 1, as Kafka does);
+* "live" is what ZooKeeper says, not what the watches have delivered so far: a newly elected
+  controller re-reads ``/brokers/ids`` (and every registration's epoch) before its first
+  decision, and any pass that would elect away from a leader or take a replica out of an ISR
+  because it looks dead re-reads them first, so a cache that lags behind (after a long
+  ZooKeeper outage every broker re-registers at once) never costs a live, in-sync replica its
+  ISR place or a partition its leader;
 * a bounced broker (same id, new registration) is handled as a failure followed by a restart;
 * topics marked in ``/admin/delete_topics`` are removed from ZooKeeper in one fenced
   transaction; every broker then deletes its logs when its watch sees the topic go;
@@ -65,12 +71,14 @@ class Controller:
         self.epoch = -1
         self.epoch_version = -1
         self.elections = 0
+        self.passes = 0  # reconciliation passes completed (for operators and tests)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
         self._watches: list[Watch] = []
         self._broker_epochs: dict[int, int] = {}
         self._bounced: set[int] = set()
+        self._brokers_confirmed = False  # /brokers/ids read from ZooKeeper since the election
         self._shutting_down: set[int] = set()
         self._deletions: list[str] = []
         self._preferred_requests: list[tuple[str, int]] = []
@@ -152,7 +160,10 @@ class Controller:
             return True
 
     async def _on_elected(self) -> None:
-        self._broker_epochs = {broker_id: broker.epoch for broker_id, broker in self.metadata.brokers.items()}
+        # Registrations seen before this election are not bounces: the epochs start from the
+        # fresh read of /brokers/ids that opens the first pass (see _confirm_live_brokers).
+        self._broker_epochs = {}
+        self._brokers_confirmed = False
         self._bounced.clear()
         self._shutting_down.clear()
         self._watches.append(await self.zookeeper.watch_children(znodes.DELETE_TOPICS_PATH, self._on_deletions))
@@ -240,6 +251,7 @@ class Controller:
             await asyncio.sleep(0.01)  # coalesce bursts of notifications
             try:
                 await self._reconcile()
+                self.passes += 1
             except asyncio.CancelledError:
                 raise
             except KafkaliteError as exc:
@@ -254,7 +266,11 @@ class Controller:
             deletions, self._deletions = self._deletions, []
             for topic in deletions:
                 await self._delete_topic(topic)
+        if not self._brokers_confirmed:
+            await self._confirm_live_brokers()
         live = set(self.metadata.brokers)
+        if self._needs_confirmation(live, self._bounced):
+            live = await self._confirm_live_brokers()
         bounced, self._bounced = self._bounced, set()
         for topic, topic_info in list(self.metadata.topics.items()):
             if topic in self.metadata.topics_being_deleted:
@@ -267,6 +283,37 @@ class Controller:
             await self._run_preferred(requests, live)
         if self._reassignments:
             await self._advance_reassignments(live)
+
+    async def _confirm_live_brokers(self) -> set[int]:
+        """Read the live brokers from ZooKeeper (not the watch-fed cache) and return their ids.
+
+        The first read after an election only sets the epochs to compare later registrations
+        with; bounces it would otherwise report are registrations older than this controller.
+        """
+        first = not self._brokers_confirmed
+        live = await self.metadata.refresh_brokers()
+        if first:
+            self._broker_epochs = {broker_id: broker.epoch for broker_id, broker in live.items()}
+            self._bounced.clear()
+            self._brokers_confirmed = True
+            log.info("controller: live brokers %s (read from ZooKeeper)", sorted(live))
+        return set(live)
+
+    def _needs_confirmation(self, live: set[int], bounced: set[int]) -> bool:
+        """Whether this pass would take a leader or an ISR member out of service because the
+        cache says it is dead or bounced: then ZooKeeper is asked first."""
+        for topic, topic_info in self.metadata.topics.items():
+            if topic in self.metadata.topics_being_deleted:
+                continue
+            for info in topic_info.partitions.values():
+                state = info.state
+                if state is None:
+                    continue
+                if state.leader >= 0 and (state.leader not in live or state.leader in bounced):
+                    return True
+                if any(replica not in live or replica in bounced for replica in state.isr):
+                    return True
+        return False
 
     # -- partition reassignment ---------------------------------------------------------------
     async def _on_reassignment_request(self, data: bytes | None, stat: object) -> None:

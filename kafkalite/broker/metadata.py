@@ -172,7 +172,8 @@ class MetadataCache:
         self._signal()
 
     # -- brokers ------------------------------------------------------------------------------
-    async def _on_broker_ids(self, children: list[str]) -> None:
+    async def _on_broker_ids(self, children: list[str], notify_unchanged: bool = True) -> None:
+        before = dict(self.brokers)
         present: set[int] = set()
         for child in children:
             try:
@@ -188,9 +189,14 @@ class MetadataCache:
         for broker_id in sorted(present):
             await self._refresh_broker(broker_id)
             if broker_id not in self._broker_watches:
-                self._broker_watches[broker_id] = await self.zookeeper.watch_data(
-                    znodes.broker_path(broker_id), self._broker_data_callback(broker_id))
-        self._notify("on_brokers_changed", dict(self.brokers))
+                watch = await self.zookeeper.watch_data(znodes.broker_path(broker_id),
+                                                        self._broker_data_callback(broker_id))
+                if broker_id in self._broker_watches:  # set meanwhile by a concurrent refresh
+                    watch.cancel()
+                else:
+                    self._broker_watches[broker_id] = watch
+        if notify_unchanged or self.brokers != before:
+            self._notify("on_brokers_changed", dict(self.brokers))
 
     def _broker_data_callback(self, broker_id: int) -> Callable[[bytes | None, ZNodeStat | None], Awaitable[None]]:
         async def on_data(data: bytes | None, stat: ZNodeStat | None) -> None:
@@ -219,6 +225,19 @@ class MetadataCache:
             log.warning("ignoring broker %d: %s", broker_id, exc)
             return
         self.brokers[broker_id] = LiveBroker(broker_id, registration, stat.czxid)
+
+    async def refresh_brokers(self) -> dict[int, LiveBroker]:
+        """Re-read the live brokers from ZooKeeper now (children of ``/brokers/ids`` and each
+        registration with its epoch), apply them like a watch notification, and return them.
+
+        The watch keeps the cache current, but its notifications may still be on their way
+        (after a reconnect or a session expiry, re-registrations arrive one by one): a decision
+        that takes a replica out of service must not rest on that. Raises a KafkaliteError
+        when ZooKeeper cannot be read.
+        """
+        children = await self.zookeeper.get_children(znodes.BROKER_IDS_PATH)
+        await self._on_broker_ids(children, notify_unchanged=False)
+        return dict(self.brokers)
 
     # -- controller ---------------------------------------------------------------------------
     def _on_controller(self, data: bytes | None, stat: ZNodeStat | None) -> None:

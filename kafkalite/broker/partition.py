@@ -177,6 +177,14 @@ class Partition:
         if self.is_leader:
             self.maybe_advance_high_watermark()
 
+    def fail_waiters(self, error: BrokerResponseError) -> int:
+        """Answer every parked acks=all wait with ``error`` and wake every long-poll fetch (they
+        re-check and answer); the role is kept. Returns the number of produce waits failed."""
+        pending = sum(1 for _, future in self._ack_waiters if not future.done())
+        self._fail_ack_waiters(error)
+        self._wake_data_waiters()
+        return pending
+
     def stop(self, error: BrokerResponseError) -> None:
         self.role = Role.NONE
         self._fail_ack_waiters(error)

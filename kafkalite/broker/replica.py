@@ -9,7 +9,9 @@ to the high watermark, long-polling for ``min_bytes``) and follower fetches (up 
 detecting divergent followers by leader epoch), and it keeps the ISR in ZooKeeper current:
 shrinking followers that lag more than ``replica.lag.time.max.ms`` and expanding those that
 caught up, with a conditional write on the state znode's version so concurrent updates never
-overwrite each other.
+overwrite each other. While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
+suspended or lost, or the process stalled) it serves no partition, and whatever was parked
+(acks=all waits, long-poll fetches) is answered NOT_LEADER_OR_FOLLOWER at once.
 
 Concurrency: event-loop only; blocking disk work (log creation and deletion, fsync-heavy
 appends) is sent to worker threads.
@@ -125,6 +127,29 @@ class ReplicaManager:
         except OSError:
             pass
         return ""
+
+    # -- fencing ------------------------------------------------------------------------------
+    def fence(self, reason: str) -> None:
+        """Stop serving every partition until ``fenced_reason`` is cleared (by the broker, once
+        its ZooKeeper view is confirmed): this broker's view of leadership may be stale (its
+        ZooKeeper session is suspended or lost, or the process was stalled).
+
+        Requests parked here are answered at once with NOT_LEADER_OR_FOLLOWER: acks=all produce
+        waits fail (their records may still commit under this or a later leader, so the client
+        retries, as after any leader change) and long-poll fetches wake and answer the error. A
+        client's connection is then free for its next request long before its request timeout,
+        and a new leader elsewhere can be used as soon as it exists.
+        """
+        first = self.fenced_reason is None
+        self.fenced_reason = reason
+        if not first:
+            return
+        error = NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {reason}")
+        failed = 0
+        for partition in list(self.partitions.values()):
+            failed += partition.fail_waiters(error)
+        if failed:
+            log.info("fenced: answered %d pending acks=all produce waits with NOT_LEADER_OR_FOLLOWER", failed)
 
     # -- metadata listener --------------------------------------------------------------------
     def on_partition_changed(self, info: PartitionInfo) -> None:
@@ -284,6 +309,14 @@ class ReplicaManager:
                 if code == UnknownServerError.errno:
                     log.exception("produce to %s-%d failed", item.topic, item.partition)
                 results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
+        if waits and self.fenced_reason is not None:
+            # Fenced while an append ran in a worker thread: nothing will complete the waits.
+            error = NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {self.fenced_reason}")
+            for index, _partition, _required in waits:
+                previous = results[index]
+                results[index] = ProduceResult(previous.topic, previous.partition, error.errno, previous.base_offset,
+                                               previous.log_append_time, previous.log_start_offset, str(error))
+            waits = []
         if waits:
             timeout = max(0.0, request.timeout_ms / 1000)
             outcomes: list[BaseException | None]
@@ -315,7 +348,9 @@ class ReplicaManager:
             results, total, idle = self._read_once(request, is_follower)
             remaining = deadline - loop.time()
             if total >= request.min_bytes or remaining <= 0 or not idle or request.max_wait_ms == 0 \
-                    or any(result.error_code for result in results):
+                    or any(result.error_code or result.diverging_epoch >= 0 for result in results):
+                # An error or a diverging follower's truncation point is answered at once: a
+                # follower must not wait out a long poll before it can truncate.
                 return results
             # One future for the whole request, completed by the first partition that moves
             # or by the deadline.
@@ -371,9 +406,9 @@ class ReplicaManager:
                 epoch, end_offset = partition_log.epoch_cache.end_offset_for(item.last_fetched_epoch,
                                                                             partition_log.log_end_offset)
                 if epoch >= 0 and (end_offset < item.fetch_offset or epoch < item.last_fetched_epoch):
-                    log.info("%s: follower %d fetching %d at epoch %d diverges (epoch %d ends at %d; cache %s)",
-                             partition.name, request.replica_id, item.fetch_offset, item.last_fetched_epoch, epoch,
-                             end_offset, partition_log.epoch_cache.entries)
+                    log.debug("%s: follower %d fetching %d at epoch %d diverges (epoch %d ends at %d; cache %s)",
+                              partition.name, request.replica_id, item.fetch_offset, item.last_fetched_epoch, epoch,
+                              end_offset, partition_log.epoch_cache.entries)
                     return FetchResult(item.topic, item.partition, 0, partition.high_watermark,
                                        partition.high_watermark, partition_log.log_start_offset,
                                        diverging_epoch=epoch, diverging_end_offset=end_offset,

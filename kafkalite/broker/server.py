@@ -238,7 +238,7 @@ class Broker:
         """Stop serving partitions until the ZooKeeper view is confirmed current again."""
         if self.replica_manager.fenced_reason is None:
             log.warning("not serving partitions: %s", reason)
-        self.replica_manager.fenced_reason = reason
+        self.replica_manager.fence(reason)
         self._schedule_verification()
 
     def _schedule_verification(self) -> None:

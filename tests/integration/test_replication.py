@@ -1,6 +1,7 @@
 """Replication against real brokers: acks and min.insync.replicas, the high watermark, a
-divergent old leader truncating exactly its unreplicated suffix, and a frozen broker losing
-leadership and rejoining with a consistent log."""
+divergent old leader truncating exactly its unreplicated suffix, a diverging follower told its
+truncation point without waiting out a long poll, and a frozen broker losing leadership and
+rejoining with a consistent log."""
 
 from __future__ import annotations
 
@@ -139,3 +140,27 @@ def test_frozen_broker_loses_leadership_and_rejoins_consistently(cluster: Broker
                                                                         item["leader"]).records))]
         assert values == [b"before", b"during"]
         assert produce(cluster, "frozen", item["partition"], [b"after"]).error_code == 0
+
+
+def test_diverging_follower_is_told_its_truncation_point_at_once(cluster: BrokerCluster) -> None:
+    """A follower whose log diverged from the leader's lineage gets the epoch and end offset
+    to truncate to in the answer to its fetch, not after the fetch's long poll ran out."""
+    cluster.create_topic("truncate", partitions=1, replication_factor=3)
+    leader = cluster.wait_in_sync("truncate")[0]["leader"]
+    assert produce(cluster, "truncate", 0, [b"a", b"b", b"c"], acks=-1).error_code == 0
+    epoch = cluster.partitions("truncate")[0]["leader_epoch"]
+    follower = next(broker_id for broker_id in cluster.brokers if broker_id != leader)
+    # A follower that (as an old leader of this epoch would) claims records 3 and 4 of the
+    # epoch, which ends at 3 on the leader. A non-replica id keeps the real follower's state.
+    request = protocol.FetchRequest(
+        [protocol.FetchPartition("truncate", 0, 5, 1 << 20, epoch, epoch)],
+        replica_id=follower + 1000, max_wait_ms=5000, min_bytes=1)
+    started = time.monotonic()
+    answer = http(cluster.brokers[leader].address, "POST", protocol.FETCH,
+                  raw=protocol.encode_fetch_request(request), content_type=protocol.BINARY_CONTENT_TYPE)
+    elapsed = time.monotonic() - started
+    result = protocol.decode_fetch_response(answer)[0]
+    print(f"diverging fetch answered after {elapsed * 1000:.0f} ms (long poll 5000 ms)")
+    assert result.error_code == 0, result
+    assert (result.diverging_epoch, result.diverging_end_offset) == (epoch, 3)
+    assert elapsed < 1.0, f"the truncation point came after {elapsed:.1f} s: the long poll was waited out"

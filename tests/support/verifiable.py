@@ -64,12 +64,15 @@ class ToolProcess:
         self.process: subprocess.Popen[str] | None = None
         self.reader: threading.Thread | None = None
         self.finished = False
+        # Run the tool through this prefix (e.g. ``ip netns exec NS`` for a client on a host of its own).
+        self.command_prefix: list[str] = []
 
     def start(self) -> "ToolProcess":
         environment = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.stderr_path, "ab") as stderr:
-            self.process = subprocess.Popen(["bash", str(self.script), *self.arguments], cwd=ROOT,
+            self.process = subprocess.Popen([*self.command_prefix, "bash", str(self.script), *self.arguments],
+                                            cwd=ROOT,
                                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
                                             text=True, bufsize=1, env=environment)
         with _LIVE_LOCK:

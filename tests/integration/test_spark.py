@@ -204,6 +204,68 @@ def test_options_are_checked_and_errors_name_the_option() -> None:
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1"}, streaming=True)
 
 
+def test_stream_option_errors_surface_at_load_naming_the_option(spark: Any, bootstrap: str) -> None:
+    from kafkalite.spark import SourceOptions, SparkOptionError
+
+    def stream(**options: str) -> Any:
+        reader = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", "anything"))
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        return reader.load()
+
+    # Spark lowercases option names before a Python data source sees them: the hint gives the spelling
+    with pytest.raises(Exception, match=r"'includeheader': unknown option .*did you mean includeHeaders\?"):
+        stream(includeHeader="true")
+    with pytest.raises(Exception, match=r"'startingOffsets': is not valid JSON"):
+        stream(startingOffsets='{"anything": {"0": 5')
+    with pytest.raises(Exception, match=r"'maxOffsetsPerTrigger': must be a positive integer"):
+        stream(maxOffsetsPerTrigger="many")
+    # what only a streaming query rejects is reported by the query, not hidden behind PySpark's cleanup
+    query = stream(endingOffsets="latest").writeStream.format("noop").start()
+    with pytest.raises(Exception) as caught:
+        query.awaitTermination(60)
+    assert "'endingOffsets': is not valid for streaming queries" in str(caught.value)
+    assert "UnboundLocalError" not in str(caught.value)
+    # load() knows no more than "a source": options of either kind pass until the query starts
+    SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "endingOffsets": "latest",
+                         "maxOffsetsPerTrigger": "5"}, streaming=None)
+    with pytest.raises(SparkOptionError, match="'maxOffsetsPerTrigger'"):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "5"},
+                            streaming=False)
+
+
+def test_assign_to_a_missing_topic_or_partition_fails_fast_and_subscribe_warns(
+        spark: Any, bootstrap: str, admin: KafkaAdminClient, caplog: pytest.LogCaptureFixture) -> None:
+    from kafkalite.spark import ClusterClient, Subscription
+
+    existing = new_topic(admin, partitions=2)
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    began = time.monotonic()
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*topic {missing}"):
+        spark_read(spark, bootstrap, assign=json.dumps({missing: [0], existing: [0]})).count()
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*partition {existing}-5 "
+                                        r"\(the topic has 2 partitions\)"):
+        spark_read(spark, bootstrap, assign=json.dumps({existing: [0, 5]})).count()
+    query = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+             .option("assign", json.dumps({missing: [0]})).load().writeStream.format("noop").start())
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*topic {missing}"):
+        query.awaitTermination(60)
+    assert time.monotonic() - began < 30, "three failures, each within a few seconds"
+    # subscribe: Spark's behaviour (no rows), and a warning naming the topic
+    assert spark_read(spark, bootstrap, subscribe=missing).count() == 0
+    cluster = ClusterClient(bootstrap)
+    try:
+        with caplog.at_level("WARNING", logger="kafkalite.spark"):
+            assert cluster.partitions(Subscription("subscribe", topics=(existing, missing))) == [
+                TopicPartition(existing, 0), TopicPartition(existing, 1)]
+            cluster.partitions(Subscription("subscribe", topics=(missing,)))
+        warnings = [record.getMessage() for record in caplog.records if record.name == "kafkalite.spark"]
+        assert len(warnings) == 1 and f"subscribed topic {missing} does not exist" in warnings[0], warnings
+    finally:
+        cluster.close()
+
+
 def test_pyspark_kafkalite_is_discoverable() -> None:
     import importlib
     from pkgutil import iter_modules

@@ -34,6 +34,8 @@ def main(argv: list[str]) -> int:
     spark = (session_builder("kafkalite-copy-driver")
              .config("spark.local.dir", arguments.local_dir)
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
+             # a driver that lives for seconds: start the JVM fast (client JIT only, serial GC)
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)

@@ -20,8 +20,11 @@ are case-insensitive, as in Spark): one of ``subscribe`` / ``subscribePattern`` 
 ``endingOffsetsByTimestamp`` (batch), ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
 ``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs``. A bad or unknown option raises
-:class:`SparkOptionError` naming it. Sink columns: ``value`` (required), ``key``, ``headers``,
-``topic`` (or the ``topic`` option, which wins), ``partition``; extra columns are ignored.
+:class:`SparkOptionError` naming it, at ``load()`` (``schema()``) unless it depends on the kind
+of query. ``assign`` of a missing topic or partition raises UnknownTopicOrPartitionError;
+``subscribe`` of a missing topic reads nothing and logs a warning. Sink columns: ``value``
+(required), ``key``, ``headers``, ``topic`` (or the ``topic`` option, which wins),
+``partition``; extra columns are ignored.
 
 Reading. Offsets are planned per topic-partition on the driver and read by executors in
 half-open ranges ``[from, until)``, never past the high watermark (the end offset a consumer

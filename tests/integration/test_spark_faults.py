@@ -167,6 +167,7 @@ def _check_output(bootstrap: str, sink: str, job: CopyJob, seconds: float) -> No
     assert (len(values), duplicates, missing, unexpected) == (RECORDS, 0, 0, 0)
 
 
+@pytest.mark.timeout(900)  # about 4 minutes on two cores (16 driver starts); the default is 300 s
 def test_driver_killed_three_times_at_every_point_while_a_broker_dies_and_returns(cluster: BrokerCluster,
                                                                                    tmp_path: Path) -> None:
     began = time.monotonic()

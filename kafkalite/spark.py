@@ -684,8 +684,10 @@ class ClusterClient:
             missing: list[str] = []
             for tp in wanted:
                 topic = described.get(tp.topic)
-                if topic is None or topic.get("error_code") or not topic["partitions"]:
+                if topic is None or topic.get("error_code") == UnknownTopicOrPartitionError.errno:
                     missing.append(f"topic {tp.topic}")
+                elif topic.get("error_code") or not topic["partitions"]:
+                    continue  # another problem (no leader yet...): planning reports it if it lasts
                 elif tp.partition not in {item["partition_index"] for item in topic["partitions"]}:
                     missing.append(f"partition {tp.topic}-{tp.partition} (the topic has "
                                    f"{len(topic['partitions'])} partitions)")

@@ -6,8 +6,9 @@ maxTriggerDelay, new and vanished partitions); availableNow + maxOffsetsPerTrigg
 sizes; a query restarted from its checkpoint after a crash between the sink's commit and
 Spark's (no loss, no duplicates, a partition added meanwhile); a write task failing half-way
 and its micro-batch replayed (no duplicates); the sink's recovery scan over several partitions,
-topics and attempts; option errors at load(); assign / subscribe of missing topics; batch writes with headers, keys, partitions and a
-topic column; the two example jobs. Spark actions are kept few: each costs seconds.
+topics and attempts; option errors at load(); assign / subscribe of missing topics; batch
+writes with headers, keys, partitions and a topic column; the two example jobs. Spark actions
+are kept few: each costs seconds. Driver crashes: test_spark_faults.py.
 """
 
 from __future__ import annotations

@@ -118,6 +118,7 @@ class CopyJob:
         self.runs = 0
         self.kills: list[str] = []
         self.seconds: list[float] = []  # per driver run: start to kill, or to the end of the drain
+        self.copied_before_drain = 0
 
     def _start(self, *extra: str, environment: dict[str, str] | None = None) -> SparkDriverProcess:
         self.runs += 1
@@ -146,6 +147,12 @@ class CopyJob:
 
     def drain(self) -> None:
         """Copy what is left with an availableNow run (no pause; bigger micro-batches)."""
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            self.copied_before_drain = sum(consumer.end_offsets(
+                [TopicPartition(self.sink, number) for number in range(3)]).values())
+        finally:
+            consumer.close()
         began = time.monotonic()
         driver = self._start("--available-now", "--max-offsets-per-trigger", str(5 * MAX_OFFSETS_PER_TRIGGER))
         code = driver.wait(timeout=300)
@@ -162,9 +169,11 @@ def _check_output(bootstrap: str, sink: str, job: CopyJob, seconds: float) -> No
     missing = len(expected - set(counts))
     unexpected = len(set(counts) - expected)
     print(f"\nkills {len(kills)} at {Counter(kills)}: {RECORDS} in, {len(values)} out, {duplicates} duplicates, "
-          f"{missing} missing, {unexpected} unexpected, {seconds:.0f} s (driver runs: "
+          f"{missing} missing, {unexpected} unexpected ({job.copied_before_drain} copied before the last run), "
+          f"{seconds:.0f} s (driver runs: "
           + ", ".join(f"{item:.0f}" for item in job.seconds) + " s)")
     assert (len(values), duplicates, missing, unexpected) == (RECORDS, 0, 0, 0)
+    assert job.copied_before_drain >= 5000, "the runs between the kills should have copied records too"
 
 
 @pytest.mark.timeout(900)  # about 4 minutes on two cores (16 driver starts); the default is 300 s

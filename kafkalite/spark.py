@@ -20,8 +20,11 @@ are case-insensitive, as in Spark): one of ``subscribe`` / ``subscribePattern`` 
 ``endingOffsetsByTimestamp`` (batch), ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
 ``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs``. A bad or unknown option raises
-:class:`SparkOptionError` naming it. Sink columns: ``value`` (required), ``key``, ``headers``,
-``topic`` (or the ``topic`` option, which wins), ``partition``; extra columns are ignored.
+:class:`SparkOptionError` naming it, at ``load()`` (``schema()``) unless it depends on the kind
+of query. ``assign`` of a missing topic or partition raises UnknownTopicOrPartitionError;
+``subscribe`` of a missing topic reads nothing and logs a warning. Sink columns: ``value``
+(required), ``key``, ``headers``, ``topic`` (or the ``topic`` option, which wins),
+``partition``; extra columns are ignored.
 
 Reading. Offsets are planned per topic-partition on the driver and read by executors in
 half-open ranges ``[from, until)``, never past the high watermark (the end offset a consumer
@@ -78,10 +81,13 @@ and executors need pyarrow. This is the only kafkalite module that imports pyspa
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
+import os
 import re
+import threading
 import time
 import uuid
 import zlib
@@ -162,6 +168,53 @@ def report_data_loss(fail_on_data_loss: bool, message: str) -> None:
     log.warning("%s. Some data may have been lost; going on because failOnDataLoss is false.", message)
 
 
+# --- test-only fault injection -------------------------------------------------------------------
+
+
+PAUSE_POINT_ENV = "KAFKALITE_SPARK_TEST_PAUSE_AT"
+PAUSE_DIRECTORY_ENV = "KAFKALITE_SPARK_TEST_PAUSE_DIR"
+PAUSE_POINTS = ("source-planned", "task-started", "mid-write", "task-done", "commit")
+
+
+def pause_for_tests(point: str) -> None:
+    """FOR TESTS ONLY: block forever at the named point of the source's or sink's protocol, so
+    a fault test can kill the driver exactly there. Does nothing unless the environment sets
+    ``KAFKALITE_SPARK_TEST_PAUSE_AT`` to ``point`` or ``point:N`` and
+    ``KAFKALITE_SPARK_TEST_PAUSE_DIR`` to a directory. Every arrival at the point (in any
+    driver or worker process of the run) leaves a ``reached-<point>-*`` file there; the N-th
+    arrival and every later one (N defaults to 1) writes ``paused-<point>-<pid>`` and blocks
+    its thread until the process is killed. The points (:data:`PAUSE_POINTS`):
+
+    * ``source-planned``: the stream reader's ``partitions()``: Spark has logged the
+      micro-batch's offsets but not run or committed it;
+    * ``task-started``: a write task recorded its attempt as started, nothing written yet;
+    * ``mid-write``: a write task had its first Arrow batch of rows acknowledged;
+    * ``task-done``: a write task recorded its attempt as done; the batch is not committed;
+    * ``commit``: the driver's commit recorded the batch as committed in the sink journal but
+      has not cleaned the journal up, and Spark has not recorded the commit.
+
+    Concurrency: any thread of any process; the files are the only shared state.
+    """
+    wanted = os.environ.get(PAUSE_POINT_ENV, "")
+    name, _, count = wanted.partition(":")
+    if name != point:
+        return
+    directory = os.environ.get(PAUSE_DIRECTORY_ENV, "")
+    if not directory:
+        return
+    with open(os.path.join(directory, f"reached-{point}-{uuid.uuid4().hex}"), "w"):
+        pass
+    reached = sum(1 for entry in os.listdir(directory) if entry.startswith(f"reached-{point}-"))
+    if reached < (int(count) if count else 1):
+        return
+    marker = os.path.join(directory, f"paused-{point}-{os.getpid()}")
+    with open(marker + ".tmp", "w") as handle:
+        handle.write(f"{point} reached {reached} times\n")
+    os.replace(marker + ".tmp", marker)
+    log.warning("test pause at %s (%s=%s): blocking until killed", point, PAUSE_POINT_ENV, wanted)
+    threading.Event().wait()
+
+
 # --- options -----------------------------------------------------------------------------------
 
 
@@ -202,11 +255,18 @@ def _lowercase(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _check_known(options: Mapping[str, str], known: set[str], role: str) -> None:
+    """Unknown names are reported as they arrive: Spark hands a Python data source its options
+    with lowercased names, so the spelling the user wrote is gone; the hint names the closest
+    known option as Spark's documentation spells it."""
     for key in sorted(options):
         if key not in known:
             hint = ""
             if key.startswith(("kafka.", "kafkalite.")):
                 hint = " (client settings other than bootstrap.servers are not supported)"
+            else:
+                close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+                if close:
+                    hint = f" (did you mean {spark_name(close[0])}?)"
             raise SparkOptionError(spark_name(key), f"unknown option for a kafkalite {role}{hint}")
 
 
@@ -341,9 +401,11 @@ class OffsetSpec:
         return dict(self.offsets)
 
 
-def _offset_spec(options: Mapping[str, str], prefix: str, streaming: bool) -> OffsetSpec | None:
+def _offset_spec(options: Mapping[str, str], prefix: str, streaming: bool | None) -> OffsetSpec | None:
     """The spec of ``starting*`` or ``ending*`` options; precedence as in Spark: a global
-    timestamp, then timestamps per partition, then offsets."""
+    timestamp, then timestamps per partition, then offsets. ``streaming`` None (not known yet)
+    skips the checks that depend on the kind of query."""
+    batch = streaming is False
     single = f"{prefix}timestamp"
     per_partition = f"{prefix}offsetsbytimestamp"
     offsets_key = f"{prefix}offsets"
@@ -369,7 +431,7 @@ def _offset_spec(options: Mapping[str, str], prefix: str, streaming: bool) -> Of
         option = spark_name(offsets_key)
         if text.lower() in ("earliest", "latest"):
             kind = text.lower()
-            if prefix == "starting" and kind == "latest" and not streaming:
+            if prefix == "starting" and kind == "latest" and batch:
                 raise SparkOptionError(option, "cannot be latest for batch queries")
             if prefix == "ending" and kind == "earliest":
                 raise SparkOptionError(option, "cannot be earliest for batch queries")
@@ -379,7 +441,7 @@ def _offset_spec(options: Mapping[str, str], prefix: str, streaming: bool) -> Of
             if value < protocol.EARLIEST_TIMESTAMP:
                 raise SparkOptionError(option, f"the offset of {tp.topic}-{tp.partition} must be ≥ 0, -2 (earliest) "
                                                f"or -1 (latest), got {value}")
-            if prefix == "starting" and value == protocol.LATEST_TIMESTAMP and not streaming:
+            if prefix == "starting" and value == protocol.LATEST_TIMESTAMP and batch:
                 raise SparkOptionError(option, f"cannot be -1 (latest) for batch queries ({tp.topic}-{tp.partition})")
             if prefix == "ending" and value == protocol.EARLIEST_TIMESTAMP:
                 raise SparkOptionError(option, f"cannot be -2 (earliest) for batch queries ({tp.topic}-{tp.partition})")
@@ -413,10 +475,14 @@ class SourceOptions:
     max_records_per_partition: int | None = None
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], streaming: bool) -> "SourceOptions":
+    def parse(cls, raw: Mapping[str, str], streaming: bool | None) -> "SourceOptions":
+        """Validate ``raw``; ``streaming`` None checks everything that does not depend on the
+        kind of query (what ``load()`` can check before Spark says which it is)."""
         options = _lowercase(raw)
-        _check_known(options, _SOURCE_KEYS, "streaming source" if streaming else "batch source")
-        for key in sorted(_BATCH_ONLY_KEYS if streaming else _STREAM_ONLY_KEYS):
+        role = {True: "streaming source", False: "batch source", None: "source"}[streaming]
+        _check_known(options, _SOURCE_KEYS, role)
+        mode_only = {True: _BATCH_ONLY_KEYS, False: _STREAM_ONLY_KEYS, None: set()}[streaming]
+        for key in sorted(mode_only):
             if key in options:
                 kind = "streaming" if streaming else "batch"
                 raise SparkOptionError(spark_name(key), f"is not valid for {kind} queries")
@@ -556,6 +622,7 @@ class ClusterClient:
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.admin = self._connect()
+        self._warned_missing: set[str] = set()
 
     def _connect(self) -> Any:
         from kafkalite.client.admin import KafkaAdminClient
@@ -590,9 +657,45 @@ class ClusterClient:
         result = []
         for topic in described:
             if topic.get("error_code"):
+                if subscription.kind == "subscribe" and topic["name"] not in self._warned_missing:
+                    # Spark's behaviour: a subscribed topic that does not exist has no rows (yet)
+                    self._warned_missing.add(topic["name"])
+                    log.warning("kafkalite source: subscribed topic %s does not exist (error %s); it is read "
+                                "when it appears", topic["name"], topic["error_code"])
                 continue
+            self._warned_missing.discard(topic["name"])
             result.extend(TopicPartition(topic["name"], item["partition_index"]) for item in topic["partitions"])
         return sorted(result)
+
+    def check_assigned(self, subscription: Subscription, timeout_s: float = 3.0) -> None:
+        """Raise UnknownTopicOrPartitionError naming the assigned topics or partitions that do
+        not exist (``assign``), after up to ``timeout_s`` for a topic that was just created to
+        show in the metadata."""
+        from kafkalite.errors import UnknownTopicOrPartitionError
+
+        if subscription.kind != "assign":
+            return
+        wanted = sorted(subscription.partitions)
+        topics = sorted({tp.topic for tp in wanted})
+        deadline = time.monotonic() + timeout_s
+        while True:
+            described = {topic["name"]: topic for topic in self.admin.describe_topics(topics)}
+            missing: list[str] = []
+            for tp in wanted:
+                topic = described.get(tp.topic)
+                if topic is None or topic.get("error_code") == UnknownTopicOrPartitionError.errno:
+                    missing.append(f"topic {tp.topic}")
+                elif topic.get("error_code") or not topic["partitions"]:
+                    continue  # another problem (no leader yet...): planning reports it if it lasts
+                elif tp.partition not in {item["partition_index"] for item in topic["partitions"]}:
+                    missing.append(f"partition {tp.topic}-{tp.partition} (the topic has "
+                                   f"{len(topic['partitions'])} partitions)")
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise UnknownTopicOrPartitionError("the assign option names what does not exist: "
+                                                   + ", ".join(dict.fromkeys(missing)))
+            time.sleep(0.2)
 
     def offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int) -> Offsets:
         wanted = list(partitions)
@@ -956,6 +1059,7 @@ class KafkaliteBatchReader(DataSourceReader):
         options = self.options
         cluster = ClusterClient(options.settings.bootstrap_servers)
         try:
+            cluster.check_assigned(options.subscription)
             partitions = cluster.partitions(options.subscription)
             start = cluster.resolve(options.starting, partitions, starting=True, strategy=options.starting_strategy)
             end = cluster.resolve(options.ending, partitions, starting=False)
@@ -999,6 +1103,7 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- planning (driver) ------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
         options = self.options
+        self.cluster.check_assigned(options.subscription)
         partitions = self.cluster.partitions(options.subscription)
         start = self.cluster.resolve(options.starting, partitions, starting=True, strategy=options.starting_strategy)
         return offsets_to_json(start)
@@ -1054,6 +1159,7 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return offsets_to_json(self._latest_seen) if self._latest_seen is not None else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        pause_for_tests("source-planned")
         options = self.options
         begin = offsets_from_json(start)
         until = offsets_from_json(end)
@@ -1091,6 +1197,35 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if not isinstance(partition, OffsetRangePartition):
             return iter(())
         return read_offset_range(partition)
+
+
+class RejectedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream reader for options that only fail for streaming queries: every planning call
+    raises the option error (driver side)."""
+
+    def __init__(self, error: SparkOptionError) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.error
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.error
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self.error
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        raise self.error
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing was read."""
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self.error
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -1369,6 +1504,7 @@ class SinkJournal:
                 value = {"type": "commit", "batch_id": batch_id, "committed_ms": int(time.time() * 1000)}
                 producer.send(self.topic, key=self.commit_key().encode("utf-8"),
                               value=json.dumps(value).encode("utf-8"), partition=self.partition()).get(timeout=60)
+                pause_for_tests("commit")
             stale = [key for number, keys in state.keys_by_batch.items() if number <= batch_id for key in keys]
             for key in stale:
                 producer.send(self.topic, key=key.encode("utf-8"), value=None, partition=self.partition())
@@ -1425,13 +1561,14 @@ class WrittenRecords:
             tps = [TopicPartition(topic, number) for number in partitions]
             if not tps:
                 return found
-            consumer.assign(tps)
             ends = consumer.end_offsets(tps)
             starts = consumer.offsets_for_times({tp: max(0, self.since_ms) for tp in tps})
             for tp in tps:
                 answer = starts.get(tp)
-                if answer is None:
+                if answer is None or answer.offset >= ends[tp]:
                     continue
+                # one partition at a time: a partition assigned without a position makes poll fail
+                consumer.assign([tp])
                 for item in _fetch_range(consumer, tp, answer.offset, ends[tp], timeout_ms=120_000):
                     batch = item.batch
                     if (batch.producer_id, batch.producer_epoch) not in self.producers:
@@ -1513,13 +1650,17 @@ class KafkaliteStreamWriter(DataSourceStreamArrowWriter):
         try:
             # the attempt record is this producer's first record: its batch carries the producer id
             journal.record_attempt(producer, key, batch_id, partition_id, started_ms, done=False)
-            for batch in iterator:
+            pause_for_tests("task-started")
+            for index, batch in enumerate(iterator):
                 rows = arrow_rows(batch, self.columns, self.options.topic)
                 if written_before is not None:
                     rows, removed = written_before.remove_written(rows)
                     dropped += removed
                 written += _wait(send_rows(producer, rows))
+                if index == 0:
+                    pause_for_tests("mid-write")
             journal.record_attempt(producer, key, batch_id, partition_id, started_ms, done=True, records=written)
+            pause_for_tests("task-done")
         finally:
             producer.close()
         return WriteResult(records=written, skipped=dropped, sink_id=sink_id, batch_id=batch_id,
@@ -1550,13 +1691,23 @@ class KafkaliteDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return source_schema(_boolean(_lowercase(self.options), "includeheaders", False))
+        """The source schema. Spark calls this when a read is defined (``load()`` of read and
+        readStream), so the source options are validated here, as far as they can be before
+        the kind of query is known; reader() / streamReader() check the rest."""
+        options = SourceOptions.parse(self.options, streaming=None)
+        return source_schema(options.settings.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaliteBatchReader(SourceOptions.parse(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaliteStreamReader(SourceOptions.parse(self.options, streaming=True))
+        try:
+            options = SourceOptions.parse(self.options, streaming=True)
+        except SparkOptionError as error:
+            # PySpark 4's stream runner hides an exception raised here behind an
+            # UnboundLocalError of its own cleanup; raised from a planning call it is reported
+            return RejectedStreamReader(error)
+        return KafkaliteStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaliteBatchWriter:
         if overwrite:

@@ -5,8 +5,10 @@ option and with data aged out (failOnDataLoss); stream planning (rate limits, mi
 maxTriggerDelay, new and vanished partitions); availableNow + maxOffsetsPerTrigger micro-batch
 sizes; a query restarted from its checkpoint after a crash between the sink's commit and
 Spark's (no loss, no duplicates, a partition added meanwhile); a write task failing half-way
-and its micro-batch replayed (no duplicates); batch writes with headers, keys, partitions and a
-topic column; the two example jobs. Spark actions are kept few: each costs seconds.
+and its micro-batch replayed (no duplicates); the sink's recovery scan over several partitions,
+topics and attempts; option errors at load(); assign / subscribe of missing topics; batch
+writes with headers, keys, partitions and a topic column; the two example jobs. Spark actions
+are kept few: each costs seconds. Driver crashes: test_spark_faults.py.
 """
 
 from __future__ import annotations
@@ -202,6 +204,68 @@ def test_options_are_checked_and_errors_name_the_option() -> None:
         (5, 3, 2000)
     with pytest.raises(SparkOptionError, match="kafka.acks"):
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1"}, streaming=True)
+
+
+def test_stream_option_errors_surface_at_load_naming_the_option(spark: Any, bootstrap: str) -> None:
+    from kafkalite.spark import SourceOptions, SparkOptionError
+
+    def stream(**options: str) -> Any:
+        reader = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", "anything"))
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        return reader.load()
+
+    # Spark lowercases option names before a Python data source sees them: the hint gives the spelling
+    with pytest.raises(Exception, match=r"'includeheader': unknown option .*did you mean includeHeaders\?"):
+        stream(includeHeader="true")
+    with pytest.raises(Exception, match=r"'startingOffsets': is not valid JSON"):
+        stream(startingOffsets='{"anything": {"0": 5')
+    with pytest.raises(Exception, match=r"'maxOffsetsPerTrigger': must be a positive integer"):
+        stream(maxOffsetsPerTrigger="many")
+    # what only a streaming query rejects is reported by the query, not hidden behind PySpark's cleanup
+    query = stream(endingOffsets="latest").writeStream.format("noop").start()
+    with pytest.raises(Exception) as caught:
+        query.awaitTermination(60)
+    assert "'endingOffsets': is not valid for streaming queries" in str(caught.value)
+    assert "UnboundLocalError" not in str(caught.value)
+    # load() knows no more than "a source": options of either kind pass until the query starts
+    SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "endingOffsets": "latest",
+                         "maxOffsetsPerTrigger": "5"}, streaming=None)
+    with pytest.raises(SparkOptionError, match="'maxOffsetsPerTrigger'"):
+        SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "5"},
+                            streaming=False)
+
+
+def test_assign_to_a_missing_topic_or_partition_fails_fast_and_subscribe_warns(
+        spark: Any, bootstrap: str, admin: KafkaAdminClient, caplog: pytest.LogCaptureFixture) -> None:
+    from kafkalite.spark import ClusterClient, Subscription
+
+    existing = new_topic(admin, partitions=2)
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    began = time.monotonic()
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*topic {missing}"):
+        spark_read(spark, bootstrap, assign=json.dumps({missing: [0], existing: [0]})).count()
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*partition {existing}-5 "
+                                        r"\(the topic has 2 partitions\)"):
+        spark_read(spark, bootstrap, assign=json.dumps({existing: [0, 5]})).count()
+    query = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+             .option("assign", json.dumps({missing: [0]})).load().writeStream.format("noop").start())
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*topic {missing}"):
+        query.awaitTermination(60)
+    assert time.monotonic() - began < 30, "three failures, each within a few seconds"
+    # subscribe: Spark's behaviour (no rows), and a warning naming the topic
+    assert spark_read(spark, bootstrap, subscribe=missing).count() == 0
+    cluster = ClusterClient(bootstrap)
+    try:
+        with caplog.at_level("WARNING", logger="kafkalite.spark"):
+            assert cluster.partitions(Subscription("subscribe", topics=(existing, missing))) == [
+                TopicPartition(existing, 0), TopicPartition(existing, 1)]
+            cluster.partitions(Subscription("subscribe", topics=(missing,)))
+        warnings = [record.getMessage() for record in caplog.records if record.name == "kafkalite.spark"]
+        assert len(warnings) == 1 and f"subscribed topic {missing} does not exist" in warnings[0], warnings
+    finally:
+        cluster.close()
 
 
 def test_pyspark_kafkalite_is_discoverable() -> None:
@@ -465,6 +529,52 @@ def test_a_write_task_failing_half_way_is_replayed_without_duplicates(spark: Any
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
     written = Counter(record.value for record in consume_all(bootstrap, sink))
     assert written == Counter(value(index) for index in range(200))
+
+
+def test_sink_recovery_scan_finds_earlier_attempts_in_every_partition_and_topic(bootstrap: str,
+                                                                                admin: KafkaAdminClient) -> None:
+    # Two cut-off attempts of one write task wrote rows to three partitions of two topics; a
+    # third producer wrote equal rows that are not theirs. A new attempt must drop exactly the
+    # rows the two attempts wrote (the scan once sought only one partition of a topic).
+    from kafkalite.spark import AttemptRecord, SinkOptions, WrittenRecords
+
+    first, second = new_topic(admin, partitions=3), new_topic(admin, partitions=2)
+    started_ms = int(time.time() * 1000)
+    writes = {"attempt-1": [(first, index % 3, b"row-%d" % index) for index in range(12)],
+              "attempt-2": [(first, index % 3, b"row-%d" % index) for index in range(12, 18)]
+              + [(second, index % 2, b"row-%d" % index) for index in range(4)],
+              "other": [(first, 1, b"row-20"), (second, 1, b"row-21")]}
+    producer_ids: dict[str, tuple[int, int]] = {}
+    for name, rows in writes.items():
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+        try:
+            for future in [producer.send(topic, key=b"k", value=value, partition=partition)
+                           for topic, partition, value in rows]:
+                future.get(30)
+        finally:
+            producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(first, 1)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 30
+        while len(producer_ids) < 3:
+            assert time.monotonic() < deadline, "the producer ids did not show up"
+            for item in consumer.poll_batches(timeout_ms=500):
+                value = next(iter(item.records())).value
+                name = "other" if value == b"row-20" else "attempt-2" if int(value[4:]) >= 12 else "attempt-1"
+                producer_ids[name] = (item.batch.producer_id, item.batch.producer_epoch)
+    finally:
+        consumer.close()
+    attempts = [AttemptRecord(f"sink/attempt/7/0/{name}", 7, 0, False, started_ms, *producer_ids[name])
+                for name in ("attempt-1", "attempt-2")]
+    written = WrittenRecords(SinkOptions(bootstrap_servers=bootstrap), attempts)
+    replay = [(topic, partition, b"k", value, ()) for rows in writes.values() for topic, partition, value in rows] \
+        + [(first, 2, b"k", b"row-30", ()), (second, None, b"k", b"row-2", ())]
+    kept, dropped = written.remove_written(replay)
+    assert dropped == 22
+    assert sorted(row[3] for row in kept) == [b"row-2", b"row-20", b"row-21", b"row-30"]
 
 
 # --- batch writes ------------------------------------------------------------------------------------

@@ -657,11 +657,11 @@ class GroupCoordinator:
         group_id = protocol.require(body, "group_id", str)
         generation = protocol.require(body, "generation_id", int, -1)
         member_id = protocol.require(body, "member_id", str, "")
-        topics = protocol.require(body, "topics", list)
+        topics = protocol.require_objects(body, "topics")
         requested: list[tuple[str, int, int, int, str]] = []
         for topic in topics:
             name = protocol.require(topic, "name", str)
-            for item in protocol.require(topic, "partitions", list):
+            for item in protocol.require_objects(topic, "partitions"):
                 requested.append((name, protocol.require(item, "partition", int), protocol.require(item, "offset", int),
                                   protocol.require(item, "leader_epoch", int, -1),
                                   protocol.require(item, "metadata", str, "") or ""))
@@ -718,22 +718,23 @@ class GroupCoordinator:
 
     async def offset_fetch(self, body: dict[str, Any]) -> dict[str, Any]:
         group_id = protocol.require(body, "group_id", str)
-        topics = protocol.require(body, "topics", list, None)
+        topics = protocol.require_objects(body, "topics", None)
+        requested = None if topics is None else [
+            (protocol.require(topic, "name", str), protocol.require_list_of(topic, "partitions", int, None))
+            for topic in topics]
         self._check_owner(group_id)
         group = self.groups.get(group_id)
         offsets = group.offsets if group else {}
         wanted: list[tuple[str, int]]
-        if topics is None:
+        if requested is None:
             wanted = sorted(offsets)
         else:
             wanted = []
-            for topic in topics:
-                name = protocol.require(topic, "name", str)
-                partitions = protocol.require(topic, "partitions", list, None)
+            for name, partitions in requested:
                 if partitions is None:
                     wanted.extend(key for key in sorted(offsets) if key[0] == name)
                 else:
-                    wanted.extend((name, int(number)) for number in partitions)
+                    wanted.extend((name, number) for number in partitions)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, number in wanted:
             value = offsets.get((name, number))
@@ -763,7 +764,7 @@ class GroupCoordinator:
 
     # -- admin --------------------------------------------------------------------------------
     async def list_groups(self, body: dict[str, Any]) -> dict[str, Any]:
-        states = protocol.require(body, "states", list, None)
+        states = protocol.require_list_of(body, "states", str, None)
         groups = [{"group_id": group.group_id, "protocol_type": group.protocol_type or "consumer",
                    "state": group.state.value}
                   for group in sorted(self.groups.values(), key=lambda item: item.group_id)
@@ -772,7 +773,7 @@ class GroupCoordinator:
 
     async def describe_groups(self, body: dict[str, Any]) -> dict[str, Any]:
         answers = []
-        for group_id in protocol.require(body, "groups", list):
+        for group_id in protocol.require_list_of(body, "groups", str):
             try:
                 self._check_owner(str(group_id))
             except BrokerResponseError as exc:
@@ -788,7 +789,7 @@ class GroupCoordinator:
 
     async def delete_groups(self, body: dict[str, Any]) -> dict[str, Any]:
         answers = []
-        for group_id in protocol.require(body, "groups", list):
+        for group_id in protocol.require_list_of(body, "groups", str):
             try:
                 self._check_owner(str(group_id))
                 group = self.groups.get(str(group_id))

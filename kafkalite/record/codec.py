@@ -63,6 +63,7 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size, as Kafka's produc
 _INT32 = struct.Struct(">i")
 
 COMPRESSION_MASK = 0x07
+_KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
 
@@ -99,6 +100,8 @@ def decompress(codec: int, data: bytes | memoryview, max_output: int = DEFAULT_M
     """Decompress ``data``; damage or output beyond ``max_output`` raises CorruptRecordError."""
     if codec == Compression.NONE:
         return bytes(data)
+    if codec not in _KNOWN_CODECS:  # ids 5-7 name no codec: the batch is damaged (Kafka: CORRUPT_MESSAGE)
+        raise CorruptRecordError(f"unknown compression codec id {codec}")
     try:
         if codec == Compression.LZ4:
             decompressor = lz4.frame.LZ4FrameDecompressor()

@@ -67,3 +67,9 @@ def test_snappy_batches_round_trip() -> None:
     records = decode_all(bytes(batch))
     assert [record.value for record in records] == values
     assert tuple(records[0].headers) == (("h", b"1"), ("h", b"2"))
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_codec_ids_that_name_no_codec_are_corrupt_records(codec: int) -> None:
+    with pytest.raises(CorruptRecordError, match="unknown compression codec"):
+        decompress(codec, b"payload")

@@ -141,7 +141,6 @@ class _JsonErrorRequestHandler(RequestHandler):
         response.force_close()
         return response
 
-
     def log_exception(self, *args: Any, **kw: Any) -> None:
         """aiohttp reports a broken or abandoned body again when it drains it after the answer:
         that is the client's doing, logged at INFO; anything else stays an ERROR."""
@@ -161,6 +160,8 @@ class BrokerAppRunner(web.AppRunner):
     """An AppRunner whose connections answer HTTP-level errors in the documented JSON shape."""
 
     async def _make_server(self) -> web.Server:
+        # The same server AppRunner builds (aiohttp 3.x, pinned <4 in setup.cfg), with our
+        # connection handler class; aiohttp offers no public hook for its error answers.
         server = await super()._make_server()
         return _JsonErrorServer(server.request_handler, request_factory=server.request_factory,
                                 handler_cancellation=server.handler_cancellation, loop=server._loop,

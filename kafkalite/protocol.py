@@ -386,6 +386,10 @@ MAX_JSON_DEPTH = 32
 MAX_JSON_NUMBER_CHARS = 32
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+#: Longest string Kafka's protocol can carry (int16 length), e.g. in group and offset records.
+MAX_STRING_BYTES = 32767
 
 
 def _json_int(text: str) -> int:
@@ -466,8 +470,10 @@ def _typed(value: Any, kinds: tuple[type, ...], what: str) -> Any:
     return value
 
 
-def require(body: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-    """Field ``name`` of a JSON object, type-checked (bool is not an int; ints fit in 64 bits).
+def require(body: Any, name: str, kind: type | tuple[type, ...], default: Any = ..., *,
+            minimum: int | None = None, maximum: int | None = None) -> Any:
+    """Field ``name`` of a JSON object, type-checked (bool is not an int; ints fit in 64 bits,
+    and in [minimum, maximum] when given, e.g. :data:`INT32_MAX` for a Kafka int32 field).
 
     ``body`` itself must be an object: an item of a list that is ``null``, a number or a string
     is an INVALID_REQUEST, not a crash. A missing or ``null`` field is ``default`` when given,
@@ -479,7 +485,27 @@ def require(body: Any, name: str, kind: type | tuple[type, ...], default: Any = 
         if default is ...:
             raise InvalidRequestError(f"missing field {name!r}")
         return default
-    return _typed(body[name], kind if isinstance(kind, tuple) else (kind,), f"field {name!r}")
+    value = _typed(body[name], kind if isinstance(kind, tuple) else (kind,), f"field {name!r}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            raise InvalidRequestError(f"field {name!r} must be in [{minimum}, {maximum}], got {value}")
+    return value
+
+
+def check_string_lengths(body: Any, max_bytes: int = MAX_STRING_BYTES) -> None:
+    """Every string (and object key) in ``body`` fits in ``max_bytes`` UTF-8 bytes (Kafka's
+    int16-length strings), else INVALID_REQUEST."""
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > max_bytes // 4 and len(item.encode("utf-8")) > max_bytes:
+                raise InvalidRequestError(f"a string of {len(item.encode('utf-8'))} bytes exceeds {max_bytes}")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def require_objects(body: Any, name: str, default: Any = ...) -> Any:

@@ -147,6 +147,7 @@ class GroupCoordinator:
     def _handler(self, method: Any, with_host: bool = False) -> Any:
         async def handle(request: web.Request) -> web.Response:
             body = protocol.parse_json(await request.read())
+            protocol.check_string_lengths(body)  # group records carry Kafka's int16-length strings
             if with_host:
                 body["_client_host"] = request.remote or ""
             try:
@@ -315,8 +316,9 @@ class GroupCoordinator:
         group_id = protocol.require(body, "group_id", str)
         member_id = protocol.require(body, "member_id", str, "")
         instance_id = protocol.require(body, "group_instance_id", str, None)
-        session_timeout = protocol.require(body, "session_timeout_ms", int)
-        rebalance_timeout = protocol.require(body, "rebalance_timeout_ms", int, session_timeout)
+        session_timeout = protocol.require(body, "session_timeout_ms", int, maximum=protocol.INT32_MAX)
+        rebalance_timeout = protocol.require(body, "rebalance_timeout_ms", int, session_timeout, minimum=0,
+                                             maximum=protocol.INT32_MAX)
         protocol_type = protocol.require(body, "protocol_type", str, "consumer")
         client_id = protocol.require(body, "client_id", str, "")
         protocols_body = protocol.require(body, "protocols", list)
@@ -662,8 +664,10 @@ class GroupCoordinator:
         for topic in topics:
             name = protocol.require(topic, "name", str)
             for item in protocol.require_objects(topic, "partitions"):
-                requested.append((name, protocol.require(item, "partition", int), protocol.require(item, "offset", int),
-                                  protocol.require(item, "leader_epoch", int, -1),
+                requested.append((name, protocol.require(item, "partition", int, minimum=0, maximum=protocol.INT32_MAX),
+                                  protocol.require(item, "offset", int),
+                                  protocol.require(item, "leader_epoch", int, -1, minimum=protocol.INT32_MIN,
+                                                   maximum=protocol.INT32_MAX),
                                   protocol.require(item, "metadata", str, "") or ""))
 
         def answer_all(error: BrokerResponseError | None, per: dict[tuple[str, int], BrokerResponseError] | None = None

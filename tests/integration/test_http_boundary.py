@@ -201,6 +201,14 @@ def test_malformed_json_is_a_named_client_error_on_every_route(single: BrokerClu
                                                                   "replicas": [1.0]}]}),
         (protocol.DELETE_TOPICS, {"topics": [1]}),
         (protocol.METADATA, {"topics": ["boundary", None]}),
+        # values the group records cannot hold (Kafka's int32 fields and int16-length strings)
+        (protocol.OFFSET_COMMIT, {"group_id": "g", "topics": [
+            {"name": "boundary", "partitions": [{"partition": 2 ** 40, "offset": 1}]}]}),
+        (protocol.OFFSET_COMMIT, {"group_id": "g", "topics": [
+            {"name": "boundary", "partitions": [{"partition": 0, "offset": 1, "leader_epoch": -2 ** 40}]}]}),
+        (protocol.JOIN_GROUP, {"group_id": "g", "session_timeout_ms": 6000, "rebalance_timeout_ms": 2 ** 40,
+                               "protocols": [{"name": "range"}]}),
+        (protocol.OFFSET_FETCH, {"group_id": "g" * 40_000}),
     ]
     for value in (1.5, True, "0", None, [0], {"p": 0}):
         items.append((protocol.OFFSET_COMMIT, {"group_id": "g", "topics": [

@@ -18,7 +18,8 @@ Produce response::
 
 Fetch request (``POST /v1/fetch``)::
 
-    int32 replica_id (-1 = consumer) | int32 max_wait_ms | int32 min_bytes | int32 max_bytes |
+    int32 replica_id (-1 = consumer, -2 = debugging consumer, else a follower's broker id) |
+    int64 replica_epoch (the follower's broker epoch, else -1) | int32 max_wait_ms | int32 min_bytes | int32 max_bytes |
     int8 isolation_level | int32 count |
     ( string topic | int32 partition | int64 fetch_offset | int32 current_leader_epoch |
       int32 last_fetched_epoch | int64 log_start_offset | int32 partition_max_bytes )*
@@ -32,12 +33,18 @@ Fetch response::
 
 Errors of a whole request come back as JSON ``{"error_code", "error", "message"}`` with the HTTP
 status of the error class; per-partition errors ride inside a 200 response, as in Kafka.
+
+JSON request bodies are decoded at the boundary by :func:`parse_json` (size, nesting depth and
+number length bounded) and read field by field with the typed helpers :func:`require`,
+:func:`require_objects` and :func:`require_list_of`: every malformed body becomes an
+``INVALID_REQUEST`` (or ``MESSAGE_TOO_LARGE``), never an exception of the handler.
 Thread-safety: pure functions and immutable values.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -81,6 +88,7 @@ LIST_GROUPS = PREFIX + "/groups/list"
 DESCRIBE_GROUPS = PREFIX + "/groups/describe"
 DELETE_GROUPS = PREFIX + "/groups/delete"
 HEALTH = "/health"
+OPENAPI = PREFIX + "/openapi.json"  # the OpenAPI description of these routes (docs/openapi.yaml)
 # The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see
 # kafkalite.transport.PipelinedConnection). A request message is the API key below (uint16)
 # and the request frame; an answer message is an HTTP-style status (uint16) and the response
@@ -92,6 +100,10 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 CONSUMER_REPLICA_ID = -1
+#: Kafka's DEBUGGING_CONSUMER_ID: reads up to the log end like a follower without being one
+#: (tools and tests that inspect a leader's whole log).
+DEBUGGING_REPLICA_ID = -2
+NO_BROKER_EPOCH = -1
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 NO_EPOCH = -1
@@ -103,7 +115,7 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _PRODUCE_HEAD = struct.Struct(">hiq")
 _PRODUCE_RESULT = struct.Struct(">ihqqq")
-_FETCH_HEAD = struct.Struct(">iiiib")
+_FETCH_HEAD = struct.Struct(">iqiiib")
 _FETCH_PARTITION = struct.Struct(">iqiiqi")
 _FETCH_RESULT = struct.Struct(">ihqqqiqii")
 
@@ -262,6 +274,13 @@ class FetchRequest:
     min_bytes: int = 1
     max_bytes: int = 50 * 1024 * 1024
     isolation_level: int = READ_UNCOMMITTED
+    #: A follower's broker epoch (the czxid of its ``/brokers/ids/<id>`` registration); the
+    #: leader refuses a follower fetch without the current one.
+    replica_epoch: int = NO_BROKER_EPOCH
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
 
 
 @dataclass(slots=True)
@@ -281,8 +300,8 @@ class FetchResult:
 
 
 def encode_fetch_request(request: FetchRequest) -> bytes:
-    parts = [_FETCH_HEAD.pack(request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
-                              request.isolation_level), _INT32.pack(len(request.partitions))]
+    parts = [_FETCH_HEAD.pack(request.replica_id, request.replica_epoch, request.max_wait_ms, request.min_bytes,
+                              request.max_bytes, request.isolation_level), _INT32.pack(len(request.partitions))]
     for item in request.partitions:
         parts.append(_string(item.topic))
         parts.append(_FETCH_PARTITION.pack(item.partition, item.fetch_offset, item.current_leader_epoch,
@@ -293,7 +312,7 @@ def encode_fetch_request(request: FetchRequest) -> bytes:
 
 def decode_fetch_request(data: bytes | bytearray | memoryview) -> FetchRequest:
     reader = FrameReader(data)
-    replica_id, max_wait_ms, min_bytes, max_bytes, isolation = reader.unpack(_FETCH_HEAD)
+    replica_id, replica_epoch, max_wait_ms, min_bytes, max_bytes, isolation = reader.unpack(_FETCH_HEAD)
     partitions = []
     for _ in range(reader.count(2 + _FETCH_PARTITION.size)):
         topic = reader.string()
@@ -303,7 +322,9 @@ def decode_fetch_request(data: bytes | bytearray | memoryview) -> FetchRequest:
     reader.finish()
     if max_wait_ms < 0 or min_bytes < 0 or max_bytes < 0 or isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
         raise InvalidRequestError("fetch limits must not be negative; isolation level is 0 or 1")
-    return FetchRequest(partitions, replica_id, max_wait_ms, min_bytes, max_bytes, isolation)
+    if replica_id < DEBUGGING_REPLICA_ID:
+        raise InvalidRequestError(f"replica id {replica_id} is neither a consumer (-1, -2) nor a broker id")
+    return FetchRequest(partitions, replica_id, max_wait_ms, min_bytes, max_bytes, isolation, replica_epoch)
 
 
 def encode_fetch_response(results: Iterable[FetchResult]) -> list[bytes | bytearray | memoryview]:
@@ -357,14 +378,74 @@ def error_for(code: int, message: str = "") -> BrokerResponseError:
     return cls(message or cls.description)
 
 
-def parse_json(data: bytes | bytearray | memoryview) -> dict[str, Any]:
-    """Parse a JSON request body that must be an object; malformed → InvalidRequestError."""
+#: Largest JSON body of the small JSON calls (the records route allows socket.request.max.bytes).
+MAX_JSON_BODY_BYTES = 8 * 1024 * 1024
+#: Deepest nesting of arrays and objects a JSON body may have (the API needs 4).
+MAX_JSON_DEPTH = 32
+#: Longest number literal: an int64 has at most 19 digits and a sign; a double needs ~25 characters.
+MAX_JSON_NUMBER_CHARS = 32
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+#: Longest string Kafka's protocol can carry (int16 length), e.g. in group and offset records.
+MAX_STRING_BYTES = 32767
+
+
+def _json_int(text: str) -> int:
+    if len(text) > MAX_JSON_NUMBER_CHARS:
+        raise InvalidRequestError(f"a number of {len(text)} characters is too long for any field")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    if len(text) > MAX_JSON_NUMBER_CHARS:
+        raise InvalidRequestError(f"a number of {len(text)} characters is too long for any field")
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidRequestError(f"the number {text} is out of range")
+    return value
+
+
+def _json_constant(name: str) -> Any:
+    raise InvalidRequestError(f"{name} is not a JSON value")
+
+
+def _json_depth_problem(value: Any) -> str | None:
+    """Why ``value`` nests too deeply (iteratively: no recursion on hostile input), or None."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
+    return None
+
+
+def parse_json(data: bytes | bytearray | memoryview, max_bytes: int = MAX_JSON_BODY_BYTES) -> dict[str, Any]:
+    """Decode a JSON request body that must be an object, bounded in size, depth and number length.
+
+    An empty body is ``{}``. Malformed, too deep, absurd numbers (beyond
+    :data:`MAX_JSON_NUMBER_CHARS` characters, NaN, infinities) → InvalidRequestError; larger
+    than ``max_bytes`` → MessageSizeTooLargeError.
+    """
+    if len(data) > max_bytes:
+        raise errors.MessageSizeTooLargeError(f"a JSON body of {len(data)} bytes exceeds the limit of {max_bytes}")
     try:
-        value = json.loads(bytes(data) or b"{}")
+        value = json.loads(bytes(data) or b"{}", parse_int=_json_int, parse_float=_json_float,
+                           parse_constant=_json_constant)
+    except RecursionError:
+        raise InvalidRequestError(f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidRequestError(f"malformed JSON body: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidRequestError("the JSON body must be an object")
+    problem = _json_depth_problem(value)
+    if problem:
+        raise InvalidRequestError(problem)
     return value
 
 
@@ -372,23 +453,94 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
-def require(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-    """Field ``name`` of a JSON body, type-checked (bool is not accepted as int)."""
+def _kind_names(kinds: tuple[type, ...]) -> str:
+    names = {int: "an integer", str: "a string", bool: "a boolean", list: "an array", dict: "an object",
+             float: "a number"}
+    return " or ".join(names.get(kind, kind.__name__) for kind in kinds)
+
+
+def _typed(value: Any, kinds: tuple[type, ...], what: str) -> Any:
+    """``value`` when it is one of ``kinds`` (bool is not an int; ints are int64), else InvalidRequestError."""
+    if isinstance(value, bool) and bool not in kinds:
+        raise InvalidRequestError(f"{what} must be {_kind_names(kinds)}, not a boolean")
+    if not isinstance(value, kinds):
+        raise InvalidRequestError(f"{what} must be {_kind_names(kinds)}, not {type(value).__name__}")
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidRequestError(f"{what} is out of the 64-bit integer range")
+    return value
+
+
+def require(body: Any, name: str, kind: type | tuple[type, ...], default: Any = ..., *,
+            minimum: int | None = None, maximum: int | None = None) -> Any:
+    """Field ``name`` of a JSON object, type-checked (bool is not an int; ints fit in 64 bits,
+    and in [minimum, maximum] when given, e.g. :data:`INT32_MAX` for a Kafka int32 field).
+
+    ``body`` itself must be an object: an item of a list that is ``null``, a number or a string
+    is an INVALID_REQUEST, not a crash. A missing or ``null`` field is ``default`` when given,
+    else an INVALID_REQUEST.
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidRequestError(f"expected an object with field {name!r}, got {_json_type(body)}")
     if name not in body or body[name] is None:
         if default is ...:
             raise InvalidRequestError(f"missing field {name!r}")
         return default
-    value = body[name]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds:
-        raise InvalidRequestError(f"field {name!r} must be {'/'.join(k.__name__ for k in kinds)}")
-    if not isinstance(value, kinds):
-        raise InvalidRequestError(f"field {name!r} must be {'/'.join(k.__name__ for k in kinds)}")
+    value = _typed(body[name], kind if isinstance(kind, tuple) else (kind,), f"field {name!r}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            raise InvalidRequestError(f"field {name!r} must be in [{minimum}, {maximum}], got {value}")
     return value
 
 
-def parse_acks(value: str | int) -> int:
-    """Kafka's acks values: 0, 1, -1 / "all"."""
+def check_string_lengths(body: Any, max_bytes: int = MAX_STRING_BYTES) -> None:
+    """Every string (and object key) in ``body`` fits in ``max_bytes`` UTF-8 bytes (Kafka's
+    int16-length strings), else INVALID_REQUEST."""
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > max_bytes // 4 and len(item.encode("utf-8")) > max_bytes:
+                raise InvalidRequestError(f"a string of {len(item.encode('utf-8'))} bytes exceeds {max_bytes}")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def require_objects(body: Any, name: str, default: Any = ...) -> Any:
+    """Field ``name``: an array whose every item is an object (or ``default`` when absent)."""
+    items = require(body, name, list, default)
+    if items is default and default is not ...:
+        return default
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidRequestError(f"item {index} of {name!r} must be an object, got {_json_type(item)}")
+    return items
+
+
+def require_list_of(body: Any, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    """Field ``name``: an array whose every item is of ``kind`` (or ``default`` when absent)."""
+    items = require(body, name, list, default)
+    if items is default and default is not ...:
+        return default
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for index, item in enumerate(items):
+        _typed(item, kinds, f"item {index} of {name!r}")
+    return items
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def parse_acks(value: Any) -> int:
+    """Kafka's acks values: 0, 1, -1 / "all" (as an integer or a string)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}")
     if isinstance(value, str):
         if value.strip().lower() == "all":
             return -1

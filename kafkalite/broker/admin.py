@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kafkalite import protocol
 from kafkalite.broker import assignment
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.config import BrokerConfig, LogConfig, topic_config_names
@@ -46,6 +47,16 @@ _BROKER_DYNAMIC_CONFIGS = {"log.retention.ms", "log.retention.bytes", "log.segme
                            "min.insync.replicas", "unclean.leader.election.enable", "message.max.bytes",
                            "compression.type", "log.flush.interval.messages", "log.flush.interval.ms",
                            "follower.replication.throttled.rate", "leader.replication.throttled.rate"}
+
+
+#: Most partitions one topic may have. Kafka sets no hard limit, but its assignment znode must
+#: stay below ZooKeeper's 1 MB; a request for more is INVALID_PARTITIONS, not an allocation storm.
+MAX_PARTITIONS = 100_000
+
+
+def _check_partition_count(count: int) -> None:
+    if count > MAX_PARTITIONS:
+        raise InvalidPartitionsError(f"a topic has at most {MAX_PARTITIONS} partitions, not {count}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,7 @@ class AdminService:
                 else topic.replication_factor
             if partitions <= 0:
                 raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions}")
+            _check_partition_count(partitions)
             if factor <= 0:
                 raise InvalidReplicationFactorError(f"replication factor must be larger than 0, got {factor}")
             replicas = assignment.assign_replicas(live, partitions, factor, racks=racks)
@@ -149,6 +161,8 @@ class AdminService:
 
     async def create_partitions(self, topic: str, total: int, new_assignment: list[list[int]] | None = None,
                                 wait_ms: int = 30_000) -> dict[int, list[int]]:
+        validate_topic_name(topic)
+        _check_partition_count(total)
         for _ in range(5):
             try:
                 data, stat = await self.zookeeper.get(znodes.topic_path(topic))
@@ -408,27 +422,21 @@ class AdminService:
 
 
 def parse_new_topic(body: dict[str, Any]) -> NewTopic:
-    name = body.get("name")
-    if not isinstance(name, str):
-        raise InvalidRequestError("each topic needs a string 'name'")
-    assignment_body = body.get("replica_assignment")
+    """A create_topics item, type-checked field by field (INVALID_REQUEST on a wrong type)."""
+    name = protocol.require(body, "name", str)
+    assignment_body = protocol.require(body, "replica_assignment", dict, None)
     replica_assignment = None
     if assignment_body:
-        if not isinstance(assignment_body, dict):
-            raise InvalidRequestError("'replica_assignment' maps partition numbers to broker lists")
-        try:
-            replica_assignment = {int(partition): [int(broker) for broker in brokers]
-                                  for partition, brokers in assignment_body.items()}
-        except (TypeError, ValueError):
-            raise InvalidReplicaAssignmentError("replica assignment entries must be integers") from None
-    configs = body.get("configs") or {}
-    if not isinstance(configs, dict):
-        raise InvalidRequestError("'configs' must be an object of strings")
-    try:
-        partitions = int(body.get("num_partitions", -1))
-        factor = int(body.get("replication_factor", -1))
-    except (TypeError, ValueError):
-        raise InvalidRequestError("num_partitions and replication_factor must be integers") from None
+        replica_assignment = {}
+        for partition, brokers in assignment_body.items():
+            if not isinstance(partition, str) or not partition.isascii() or not partition.isdigit() \
+                    or len(partition) > 10:
+                raise InvalidReplicaAssignmentError(f"replica assignment keys are partition numbers, got {partition!r}")
+            replica_assignment[int(partition)] = protocol.require_list_of({"brokers": brokers}, "brokers", int)
+        _check_partition_count(len(replica_assignment))
+    configs = protocol.require(body, "configs", dict, {})
+    partitions = protocol.require(body, "num_partitions", int, -1)
+    factor = protocol.require(body, "replication_factor", int, -1)
     return NewTopic(name, partitions, factor, replica_assignment, {str(k): str(v) for k, v in configs.items()})
 
 

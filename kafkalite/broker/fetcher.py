@@ -75,7 +75,8 @@ class ReplicaFetcher:
                     partition.log.epoch_cache.latest_epoch, partition.log.log_start_offset)
                  for partition in snapshot.values()],
                 replica_id=replica_manager.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
-                min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_max_bytes * 16)
+                min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_max_bytes * 16,
+                replica_epoch=self.manager.broker_epoch)
             try:
                 connection = await self.manager.transport.connection(endpoint.address, REPLICA_CHANNEL)
                 status, body = await connection.submit(
@@ -131,6 +132,9 @@ class FetcherManager:
     def __init__(self, replica_manager: "ReplicaManager") -> None:
         self.replica_manager = replica_manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # This broker's epoch (the czxid of its registration), sent with every fetch: leaders
+        # refuse follower fetches without the current one. Set by the broker on registration.
+        self.broker_epoch = protocol.NO_BROKER_EPOCH
         self.transport = AsyncTransport(request_timeout_ms=replica_manager.config.request_timeout_ms,
                                         connections_per_host=2, client_id=f"broker-{replica_manager.broker_id}")
 

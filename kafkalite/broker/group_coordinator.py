@@ -147,6 +147,7 @@ class GroupCoordinator:
     def _handler(self, method: Any, with_host: bool = False) -> Any:
         async def handle(request: web.Request) -> web.Response:
             body = protocol.parse_json(await request.read())
+            protocol.check_string_lengths(body)  # group records carry Kafka's int16-length strings
             if with_host:
                 body["_client_host"] = request.remote or ""
             try:
@@ -315,8 +316,9 @@ class GroupCoordinator:
         group_id = protocol.require(body, "group_id", str)
         member_id = protocol.require(body, "member_id", str, "")
         instance_id = protocol.require(body, "group_instance_id", str, None)
-        session_timeout = protocol.require(body, "session_timeout_ms", int)
-        rebalance_timeout = protocol.require(body, "rebalance_timeout_ms", int, session_timeout)
+        session_timeout = protocol.require(body, "session_timeout_ms", int, maximum=protocol.INT32_MAX)
+        rebalance_timeout = protocol.require(body, "rebalance_timeout_ms", int, session_timeout, minimum=0,
+                                             maximum=protocol.INT32_MAX)
         protocol_type = protocol.require(body, "protocol_type", str, "consumer")
         client_id = protocol.require(body, "client_id", str, "")
         protocols_body = protocol.require(body, "protocols", list)
@@ -657,13 +659,15 @@ class GroupCoordinator:
         group_id = protocol.require(body, "group_id", str)
         generation = protocol.require(body, "generation_id", int, -1)
         member_id = protocol.require(body, "member_id", str, "")
-        topics = protocol.require(body, "topics", list)
+        topics = protocol.require_objects(body, "topics")
         requested: list[tuple[str, int, int, int, str]] = []
         for topic in topics:
             name = protocol.require(topic, "name", str)
-            for item in protocol.require(topic, "partitions", list):
-                requested.append((name, protocol.require(item, "partition", int), protocol.require(item, "offset", int),
-                                  protocol.require(item, "leader_epoch", int, -1),
+            for item in protocol.require_objects(topic, "partitions"):
+                requested.append((name, protocol.require(item, "partition", int, minimum=0, maximum=protocol.INT32_MAX),
+                                  protocol.require(item, "offset", int),
+                                  protocol.require(item, "leader_epoch", int, -1, minimum=protocol.INT32_MIN,
+                                                   maximum=protocol.INT32_MAX),
                                   protocol.require(item, "metadata", str, "") or ""))
 
         def answer_all(error: BrokerResponseError | None, per: dict[tuple[str, int], BrokerResponseError] | None = None
@@ -718,22 +722,23 @@ class GroupCoordinator:
 
     async def offset_fetch(self, body: dict[str, Any]) -> dict[str, Any]:
         group_id = protocol.require(body, "group_id", str)
-        topics = protocol.require(body, "topics", list, None)
+        topics = protocol.require_objects(body, "topics", None)
+        requested = None if topics is None else [
+            (protocol.require(topic, "name", str), protocol.require_list_of(topic, "partitions", int, None))
+            for topic in topics]
         self._check_owner(group_id)
         group = self.groups.get(group_id)
         offsets = group.offsets if group else {}
         wanted: list[tuple[str, int]]
-        if topics is None:
+        if requested is None:
             wanted = sorted(offsets)
         else:
             wanted = []
-            for topic in topics:
-                name = protocol.require(topic, "name", str)
-                partitions = protocol.require(topic, "partitions", list, None)
+            for name, partitions in requested:
                 if partitions is None:
                     wanted.extend(key for key in sorted(offsets) if key[0] == name)
                 else:
-                    wanted.extend((name, int(number)) for number in partitions)
+                    wanted.extend((name, number) for number in partitions)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, number in wanted:
             value = offsets.get((name, number))
@@ -763,7 +768,7 @@ class GroupCoordinator:
 
     # -- admin --------------------------------------------------------------------------------
     async def list_groups(self, body: dict[str, Any]) -> dict[str, Any]:
-        states = protocol.require(body, "states", list, None)
+        states = protocol.require_list_of(body, "states", str, None)
         groups = [{"group_id": group.group_id, "protocol_type": group.protocol_type or "consumer",
                    "state": group.state.value}
                   for group in sorted(self.groups.values(), key=lambda item: item.group_id)
@@ -772,7 +777,7 @@ class GroupCoordinator:
 
     async def describe_groups(self, body: dict[str, Any]) -> dict[str, Any]:
         answers = []
-        for group_id in protocol.require(body, "groups", list):
+        for group_id in protocol.require_list_of(body, "groups", str):
             try:
                 self._check_owner(str(group_id))
             except BrokerResponseError as exc:
@@ -788,7 +793,7 @@ class GroupCoordinator:
 
     async def delete_groups(self, body: dict[str, Any]) -> dict[str, Any]:
         answers = []
-        for group_id in protocol.require(body, "groups", list):
+        for group_id in protocol.require_list_of(body, "groups", str):
             try:
                 self._check_owner(str(group_id))
                 group = self.groups.get(str(group_id))

@@ -3,8 +3,16 @@
 Handlers are thin: decode the request (binary frame or JSON, see :mod:`kafkalite.protocol`),
 call the broker's services, encode the answer. The error middleware turns every kafkalite error
 into Kafka's code and name in a JSON body with a fitting HTTP status, and every aiohttp-level
-problem (unknown route, wrong method, oversize body) into the same shape, so no bad input ever
-yields a bare 500 or a stack trace. Produce and fetch are also served on the binary channel
+problem (unknown route, wrong method, oversize body) into the same shape; :class:`BrokerAppRunner`
+does the same for what aiohttp answers before any handler runs (a malformed request line or
+header, a broken chunked body), so no bad input ever yields a bare 500, a text/plain body or a
+stack trace. JSON bodies are decoded by :func:`kafkalite.protocol.parse_json` (bounded size,
+depth and numbers) and read with its typed helpers. Client disconnects and malformed HTTP are
+logged at DEBUG/INFO; only a genuinely unexpected exception is logged at ERROR, once, with its
+traceback, and answered ``UNKNOWN_SERVER_ERROR``. Calls only brokers make (follower fetches,
+controlled shutdown) must carry the caller's current broker epoch (see
+:meth:`kafkalite.broker.server.Broker.verify_broker_epoch`). The OpenAPI description of every
+route (docs/openapi.yaml) is served at ``GET /v1/openapi.json``. Produce and fetch are also served on the binary channel
 (``GET /v1/channel``, a WebSocket; see :class:`kafkalite.transport.PipelinedConnection` and
 docs/protocol.md): one binary message per request, answered in order with the same frames
 and error bodies.
@@ -16,11 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
+import re
 import struct
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from kafkalite import protocol
 from kafkalite.errors import (
@@ -28,6 +42,7 @@ from kafkalite.errors import (
     InvalidRequestError,
     KafkaliteError,
     MessageSizeTooLargeError,
+    RequestTimedOutError,
     UnknownServerError,
 )
 
@@ -63,34 +78,125 @@ def _as_broker_error(exc: Exception, what: str) -> BrokerResponseError:
     return UnknownServerError("unexpected server error; see the broker log")
 
 
+def _http_error_response(status: int, reason: str, what: str) -> web.Response:
+    """The documented JSON error for an HTTP-level failure (no route, wrong method, bad framing)."""
+    error: BrokerResponseError
+    if status == 413:
+        error = MessageSizeTooLargeError(f"{what}: request body exceeds socket.request.max.bytes")
+    elif status == 504:
+        error = RequestTimedOutError(f"{what}: {reason}")
+    elif status >= 500:
+        error = UnknownServerError(f"{what}: {reason}")
+    else:
+        error = InvalidRequestError(f"{what}: {reason}")
+    return _json_response(protocol.error_body(error), status=status)
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure of a handler as the documented JSON error body (see the module docstring)."""
+    what = f"{request.method} {request.path}"
     try:
         return await handler(request)
     except KafkaliteError as exc:
-        return _error_response(_as_broker_error(exc, f"{request.method} {request.path}"))
-    except web.HTTPRequestEntityTooLarge as exc:
-        return _error_response(MessageSizeTooLargeError(f"request body exceeds socket.request.max.bytes: {exc.text}"))
+        return _error_response(_as_broker_error(exc, what))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return _json_response({"error_code": InvalidRequestError.errno, "error": InvalidRequestError.message,
-                               "message": f"{request.method} {request.path}: {exc.reason}"}, status=exc.status)
+        response = _http_error_response(exc.status, exc.reason, what)
+        if "Allow" in exc.headers:  # 405 names the methods the route has
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except (HttpProcessingError, RequestPayloadError) as exc:  # a broken body: chunked framing, content encoding
+        reason = str(exc).replace("\n", " ").strip() or "malformed request body"
+        log.info("malformed HTTP body from %s on %s: %s", request.remote, what, reason)
+        response = _http_error_response(400, reason, what)
+        response.force_close()
+        return response
+    except ConnectionError as exc:  # the client went away while we read or wrote: nobody reads this
+        log.debug("client %s disconnected during %s: %s", request.remote, what, exc)
+        response = _http_error_response(400, "the client disconnected", what)
+        response.force_close()
+        return response
     except Exception as exc:
-        return _error_response(_as_broker_error(exc, f"{request.method} {request.path}"))
+        return _error_response(_as_broker_error(exc, what))
+
+
+class _JsonErrorRequestHandler(RequestHandler):
+    """aiohttp's connection handler, answering what fails before any handler runs (a request it
+    cannot parse) with the documented JSON error instead of text/plain, logged at INFO."""
+
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if isinstance(exc, ConnectionError):
+            log.debug("client %s disconnected: %s", request.remote, exc)
+        elif status >= 500 and status != 504:
+            log.error("unexpected failure handling a request from %s", request.remote, exc_info=exc)
+        else:
+            log.info("malformed HTTP request from %s: %s", request.remote, message or exc)
+        if request.writer.output_size > 0:
+            raise ConnectionError("the response has started; the connection is closed instead")
+        reason = message or (exc.message if isinstance(exc, HttpProcessingError) else "") or "malformed request"
+        response = _http_error_response(status, reason, "request")
+        response.force_close()
+        return response
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """aiohttp reports a broken or abandoned body again when it drains it after the answer:
+        that is the client's doing, logged at INFO; anything else stays an ERROR."""
+        exc = kw.get("exc_info")
+        if isinstance(exc, (HttpProcessingError, RequestPayloadError, ConnectionError)):
+            log.info("dropped a malformed or abandoned HTTP request: %s", str(exc).replace("\n", " ").strip())
+            return
+        super().log_exception(*args, **kw)
+
+
+class _JsonErrorServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class BrokerAppRunner(web.AppRunner):
+    """An AppRunner whose connections answer HTTP-level errors in the documented JSON shape."""
+
+    async def _make_server(self) -> web.Server:
+        # The same server AppRunner builds (aiohttp 3.x, pinned <4 in setup.cfg), with our
+        # connection handler class; aiohttp offers no public hook for its error answers.
+        server = await super()._make_server()
+        return _JsonErrorServer(server.request_handler, request_factory=server.request_factory,
+                                handler_cancellation=server.handler_cancellation, loop=server._loop,
+                                **server._kwargs)
 
 
 async def _read_body(request: web.Request) -> bytes:
     return await request.read()
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    return protocol.parse_json(await _read_body(request))
+async def _json_body(request: web.Request, max_bytes: int = protocol.MAX_JSON_BODY_BYTES) -> dict[str, Any]:
+    return protocol.parse_json(await _read_body(request), max_bytes)
+
+
+OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
+
+
+@lru_cache(maxsize=1)
+def openapi_document() -> bytes:
+    """docs/openapi.yaml as JSON (read once); a placeholder naming the problem when unavailable."""
+    try:
+        import yaml
+
+        document = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
+    except Exception as exc:  # no file, no PyYAML, or a YAML error: the broker still serves
+        log.warning("the OpenAPI description is not available: %s", exc)
+        document = {"openapi": "3.0.3", "info": {"title": "kafkalite broker API", "version": "1",
+                                                 "description": f"unavailable: {exc}"}, "paths": {}}
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
 def build_app(broker: "Broker") -> web.Application:
     """The aiohttp application serving ``broker``'s API."""
     app = web.Application(middlewares=[error_middleware], client_max_size=broker.config.socket_request_max_bytes)
+    openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     api = BrokerApi(broker)
     routes = [
         web.get(protocol.HEALTH, api.health),
@@ -115,6 +221,7 @@ def build_app(broker: "Broker") -> web.Application:
         web.post(protocol.LIST_PARTITION_REASSIGNMENTS, api.list_reassignments),
         web.post(protocol.TOPIC_RECORDS, api.produce_json),
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
+        web.get(protocol.OPENAPI, api.openapi),
     ]
     for route in broker.extra_routes():
         routes.append(route)
@@ -155,10 +262,8 @@ class BrokerApi:
             allow = request.query.get("allow_auto_topic_creation", "false").lower() == "true"
         else:
             body = await _json_body(request)
-            topics = protocol.require(body, "topics", list, None)
-            allow = bool(protocol.require(body, "allow_auto_topic_creation", bool, False))
-            if topics is not None and not all(isinstance(name, str) for name in topics):
-                raise InvalidRequestError("'topics' must be a list of strings")
+            topics = protocol.require_list_of(body, "topics", str, None)
+            allow = protocol.require(body, "allow_auto_topic_creation", bool, False)
         result = await self.broker.cluster_metadata(topics, allow)
         return _json_response(result.to_json())
 
@@ -181,6 +286,9 @@ class BrokerApi:
 
     async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
         fetch_request = protocol.decode_fetch_request(body)
+        if fetch_request.is_from_follower:  # only a broker, with its current epoch, fetches as a replica
+            await self.broker.verify_broker_epoch(fetch_request.replica_id, fetch_request.replica_epoch,
+                                                  "a follower fetch")
         results = await self.broker.replica_manager.fetch(fetch_request)
         return 200, protocol.encode_fetch_response(results)
 
@@ -203,8 +311,8 @@ class BrokerApi:
                     break
                 else:  # close, closing, closed or a protocol error (aiohttp answers it)
                     break
-        except ConnectionError:
-            pass
+        except ConnectionError as exc:
+            log.debug("channel client %s went away: %s", request.remote, exc)
         finally:
             if task is not None:
                 self._channels.discard(task)
@@ -241,9 +349,7 @@ class BrokerApi:
         body = await _json_body(request)
         isolation = protocol.require(body, "isolation_level", int, 0)
         answers = []
-        for item in protocol.require(body, "partitions", list):
-            if not isinstance(item, dict):
-                raise InvalidRequestError("each partition must be an object")
+        for item in protocol.require_objects(body, "partitions"):
             topic = protocol.require(item, "topic", str)
             partition = protocol.require(item, "partition", int)
             timestamp = protocol.require(item, "timestamp", int, protocol.LATEST_TIMESTAMP)
@@ -261,7 +367,7 @@ class BrokerApi:
     async def offsets_for_leader_epoch(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
         answers = []
-        for item in protocol.require(body, "partitions", list):
+        for item in protocol.require_objects(body, "partitions"):
             topic = protocol.require(item, "topic", str)
             partition = protocol.require(item, "partition", int)
             epoch = protocol.require(item, "leader_epoch", int)
@@ -311,22 +417,18 @@ class BrokerApi:
     async def controlled_shutdown(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
         broker_id = protocol.require(body, "broker_id", int)
-        broker_epoch = protocol.require(body, "broker_epoch", int, -1)
-        remaining = await self.broker.controller.controlled_shutdown(broker_id, broker_epoch)
+        broker_epoch = protocol.require(body, "broker_epoch", int, None)
+        remaining = await self.broker.controlled_shutdown_request(broker_id, broker_epoch)
         return _json_response({"error_code": 0, "remaining_partitions": [
             {"topic": topic, "partition": partition} for topic, partition in remaining]})
 
     async def alter_reassignments(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
         targets: dict[tuple[str, int], list[int]] = {}
-        for item in protocol.require(body, "partitions", list):
-            if not isinstance(item, dict):
-                raise InvalidRequestError("each partition must be an object")
-            replicas = protocol.require(item, "replicas", list, None)
+        for item in protocol.require_objects(body, "partitions"):
+            replicas = protocol.require_list_of(item, "replicas", int, None)
             if replicas is None:
                 raise InvalidRequestError("cancelling a reassignment is not supported; give target replicas")
-            if not all(isinstance(broker, int) and not isinstance(broker, bool) for broker in replicas):
-                raise InvalidRequestError("replicas must be broker ids")
             targets[(protocol.require(item, "topic", str), protocol.require(item, "partition", int))] = replicas
         results = await self.broker.admin.alter_reassignments(targets)
         answers = []
@@ -344,13 +446,11 @@ class BrokerApi:
     # -- human-friendly JSON surface ----------------------------------------------------------
     async def produce_json(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
-        body = await _json_body(request)
-        records = protocol.require(body, "records", list)
+        body = await _json_body(request, self.broker.config.socket_request_max_bytes)
+        records = protocol.require_objects(body, "records")
         acks = protocol.parse_acks(body.get("acks", "all"))
         decoded = []
         for index, record in enumerate(records):
-            if not isinstance(record, dict):
-                raise InvalidRequestError(f"record {index} must be an object")
             decoded.append({
                 "key": _payload(record, "key", index),
                 "value": _payload(record, "value", index),
@@ -362,21 +462,38 @@ class BrokerApi:
 
     async def fetch_json(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
-        try:
-            partition = int(request.match_info["partition"])
-            offset = int(request.query.get("offset", "0"))
-            max_bytes = int(request.query.get("max_bytes", str(1024 * 1024)))
-            timeout_ms = int(request.query.get("timeout_ms", "0"))
-        except ValueError:
-            raise InvalidRequestError("partition, offset, max_bytes and timeout_ms must be integers") from None
+        partition = _integer(request.match_info["partition"], "partition", 0, _INT32_MAX)
+        offset = _integer(request.query.get("offset", "0"), "offset", 0, protocol.INT64_MAX)
+        max_bytes = _integer(request.query.get("max_bytes", str(1024 * 1024)), "max_bytes", 0, _INT32_MAX)
+        timeout_ms = _integer(request.query.get("timeout_ms", "0"), "timeout_ms", 0, MAX_JSON_FETCH_WAIT_MS)
         result = await self.broker.fetch_records(topic, partition, offset, max_bytes, timeout_ms)
         return _json_response(result)
 
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.Response(body=openapi_document(), content_type="application/json")
+
+
+_INT32_MAX = (1 << 31) - 1
+_DECIMAL = re.compile(r"-?[0-9]+")
+#: Longest long poll of the JSON records route (Kafka's fetch.max.wait.ms is bounded by the request timeout).
+MAX_JSON_FETCH_WAIT_MS = 300_000
+
+
+def _integer(text: str, name: str, minimum: int, maximum: int) -> int:
+    """A decimal integer from a path or query parameter, within [minimum, maximum]."""
+    if len(text) > protocol.MAX_JSON_NUMBER_CHARS or not _DECIMAL.fullmatch(text):
+        raise InvalidRequestError(f"{name} must be an integer, got {text[:40]!r}")
+    value = int(text)
+    if not minimum <= value <= maximum:
+        raise InvalidRequestError(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
 
 def _payload(record: dict[str, Any], name: str, index: int) -> bytes | None:
-    if f"{name}_b64" in record and record[f"{name}_b64"] is not None:
+    encoded = protocol.require(record, f"{name}_b64", str, None)
+    if encoded is not None:
         try:
-            return base64.b64decode(str(record[f"{name}_b64"]), validate=True)
+            return base64.b64decode(encoded, validate=True)
         except ValueError:
             raise InvalidRequestError(f"record {index}: {name}_b64 is not valid base64") from None
     value = record.get(name)
@@ -388,10 +505,33 @@ def _payload(record: dict[str, Any], name: str, index: int) -> bytes | None:
 
 
 def _headers(record: dict[str, Any], index: int) -> list[tuple[str, bytes | None]]:
-    headers = record.get("headers") or {}
-    if not isinstance(headers, dict):
-        raise InvalidRequestError(f"record {index}: headers must be an object of strings")
-    return [(str(name), None if value is None else str(value).encode("utf-8")) for name, value in headers.items()]
+    """A record's headers: an ordered array of ``[key, value]`` pairs (keys may repeat), or the
+    older object shape ``{key: value}``; values are strings or null."""
+    headers = record.get("headers")
+    if headers is None:
+        return []
+    if isinstance(headers, dict):
+        pairs: list[Any] = list(headers.items())
+    elif isinstance(headers, list):
+        pairs = headers
+    else:
+        raise InvalidRequestError(f"record {index}: headers must be an array of [key, value] pairs")
+    decoded: list[tuple[str, bytes | None]] = []
+    for position, pair in enumerate(pairs):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InvalidRequestError(f"record {index}: header {position} must be a [key, value] pair")
+        key, value = pair
+        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
+            raise InvalidRequestError(f"record {index}: header {position} needs a string key and a string "
+                                      f"or null value")
+        decoded.append((key, None if value is None else value.encode("utf-8")))
+    return decoded
+
+
+def render_headers(headers: list[tuple[str, bytes | None]]) -> list[list[str | None]]:
+    """Headers for JSON: ``[key, value]`` pairs in record order (duplicate keys kept); values are
+    text (bytes that are not UTF-8 are decoded with replacement characters)."""
+    return [[key, None if value is None else value.decode("utf-8", "replace")] for key, value in headers]
 
 
 def render_payload(data: bytes | None, name: str) -> dict[str, Any]:

@@ -417,8 +417,8 @@ class ReplicaManager:
             if request.replica_id not in partition.isr:  # only a follower outside the ISR can join it
                 self._maybe_expand_isr(partition)
             max_offset = None
-        else:
-            max_offset = partition.high_watermark
+        else:  # a consumer reads below the high watermark; Kafka's debugging consumer to the log end
+            max_offset = None if request.replica_id == protocol.DEBUGGING_REPLICA_ID else partition.high_watermark
         limit = min(item.partition_max_bytes, budget) if not first else item.partition_max_bytes
         data = partition_log.read(item.fetch_offset, limit, max_offset=max_offset, min_one_batch=first)
         return FetchResult(item.topic, item.partition, 0, data.high_watermark, data.high_watermark,

@@ -26,7 +26,7 @@ from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, error_entry, parse_new_topic, validate_topic_name
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
-from kafkalite.broker.http import build_app, render_payload
+from kafkalite.broker.http import BrokerAppRunner, build_app, render_headers, render_payload
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.client.partitioner import murmur2, to_positive
@@ -40,6 +40,7 @@ from kafkalite.errors import (
     KafkaliteError,
     LeaderNotAvailableError,
     NotControllerError,
+    StaleBrokerEpochError,
     UnknownTopicOrPartitionError,
     ZNodeExistsError,
     ZNodeMissingError,
@@ -99,7 +100,7 @@ class Broker:
         await self.replica_manager.start()
         self.group_coordinator.start()
         host, port = config.listener_address()
-        self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
+        self._runner = BrokerAppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True, backlog=1024)
         try:
@@ -215,6 +216,7 @@ class Broker:
                 await asyncio.sleep(0.5)
         stat = await self.zookeeper.exists(path)
         self.broker_epoch = stat.czxid if stat else -1
+        self.replica_manager.fetchers.broker_epoch = self.broker_epoch
         log.info("registered broker %d at %s:%d (epoch %d)", config.broker_id, host, port, self.broker_epoch)
 
     async def _on_session_state(self, state: SessionState) -> None:
@@ -345,6 +347,38 @@ class Broker:
             await asyncio.sleep(min(config.controlled_shutdown_retry_backoff_ms / 1000, 1.0))
         log.warning("controlled shutdown gave up after %d attempts", config.controlled_shutdown_max_retries + 1)
 
+    async def controlled_shutdown_request(self, broker_id: int, broker_epoch: int | None) -> list[tuple[str, int]]:
+        """Serve another broker's controlled shutdown: only that broker, with its current epoch,
+        may ask (Kafka's rule); returns the partitions it still leads."""
+        await self.verify_broker_epoch(broker_id, broker_epoch, "a controlled shutdown", authoritative=True)
+        return await self.controller.controlled_shutdown(broker_id, broker_epoch)
+
+    async def verify_broker_epoch(self, broker_id: int, broker_epoch: int | None, what: str,
+                                  authoritative: bool = False) -> None:
+        """Check that a call only brokers make comes from broker ``broker_id``'s current
+        registration: ``broker_epoch`` must be the czxid of ``/brokers/ids/<broker_id>`` (Kafka's
+        broker epoch). Missing or negative → INVALID_REQUEST; any other → STALE_BROKER_EPOCH.
+        Refusals are logged at WARN.
+
+        The metadata cache answers the common case; a mismatch (the cache may trail a fresh
+        registration), and every ``authoritative`` check, reads the registration from ZooKeeper.
+        """
+        if broker_epoch is None or broker_epoch < 0:
+            log.warning("refused %s for broker %d: no broker epoch given", what, broker_id)
+            raise InvalidRequestError(f"{what} for broker {broker_id} must carry that broker's epoch "
+                                      f"(the czxid of its registration)")
+        if not authoritative:
+            known = self.metadata.brokers.get(broker_id)
+            if known is not None and known.epoch == broker_epoch:
+                return
+        stat = await self.zookeeper.exists(znodes.broker_path(broker_id)) if broker_id >= 0 else None
+        if stat is not None and stat.czxid == broker_epoch:
+            return
+        current = "not registered" if stat is None else f"registered with epoch {stat.czxid}"
+        log.warning("refused %s for broker %d with epoch %d: the broker is %s", what, broker_id, broker_epoch,
+                    current)
+        raise StaleBrokerEpochError(f"broker {broker_id} epoch {broker_epoch} is stale: the broker is {current}")
+
     def _leads_nothing_replicated(self) -> bool:
         for partition in self.replica_manager.partitions.values():
             if partition.is_leader and len(partition.replicas) > 1:
@@ -389,13 +423,11 @@ class Broker:
         return metadata
 
     async def create_topics(self, body: dict[str, Any]) -> dict[str, Any]:
-        topics = protocol.require(body, "topics", list)
+        topics = protocol.require_objects(body, "topics")
         timeout_ms = protocol.require(body, "timeout_ms", int, self.config.request_timeout_ms)
-        validate_only = bool(protocol.require(body, "validate_only", bool, False))
+        validate_only = protocol.require(body, "validate_only", bool, False)
         answers = []
         for item in topics:
-            if not isinstance(item, dict):
-                raise InvalidRequestError("each topic must be an object")
             name = str(item.get("name", ""))
             try:
                 new_topic = parse_new_topic(item)
@@ -408,13 +440,11 @@ class Broker:
         return {"topics": answers}
 
     async def delete_topics(self, body: dict[str, Any]) -> dict[str, Any]:
-        topics = protocol.require(body, "topics", list)
+        topics = protocol.require_list_of(body, "topics", str)
         timeout_ms = protocol.require(body, "timeout_ms", int, self.config.request_timeout_ms)
         answers = []
         for name in topics:
             try:
-                if not isinstance(name, str):
-                    raise InvalidRequestError("topic names must be strings")
                 await self.admin.delete_topic(name, wait_ms=timeout_ms)
                 answers.append({"name": name, "error_code": 0})
             except KafkaliteError as exc:
@@ -424,13 +454,14 @@ class Broker:
     async def create_partitions(self, body: dict[str, Any]) -> dict[str, Any]:
         timeout_ms = protocol.require(body, "timeout_ms", int, self.config.request_timeout_ms)
         answers = []
-        for item in protocol.require(body, "topics", list):
-            name = str(item.get("name", "")) if isinstance(item, dict) else ""
+        for item in protocol.require_objects(body, "topics"):
+            name = str(item.get("name", ""))
             try:
-                if not isinstance(item, dict):
-                    raise InvalidRequestError("each topic must be an object")
+                validate_topic_name(protocol.require(item, "name", str))
                 count = protocol.require(item, "count", int)
-                new_assignment = protocol.require(item, "assignment", list, None)
+                new_assignment = protocol.require_list_of(item, "assignment", list, None)
+                for replicas in new_assignment or []:
+                    protocol.require_list_of({"assignment": replicas}, "assignment", int)
                 added = await self.admin.create_partitions(name, count, new_assignment, wait_ms=timeout_ms)
                 answers.append({"name": name, "error_code": 0,
                                 "assignment": {str(key): value for key, value in added.items()}})
@@ -440,9 +471,9 @@ class Broker:
 
     async def describe_configs(self, body: dict[str, Any]) -> dict[str, Any]:
         answers = []
-        for item in protocol.require(body, "resources", list):
-            resource_type = str(item.get("type", "")) if isinstance(item, dict) else ""
-            name = str(item.get("name", "")) if isinstance(item, dict) else ""
+        for item in protocol.require_objects(body, "resources"):
+            resource_type = str(item.get("type", ""))
+            name = str(item.get("name", ""))
             try:
                 if resource_type == "topic":
                     entries = self.admin.describe_topic_configs(name)
@@ -463,16 +494,14 @@ class Broker:
         return {"resources": answers}
 
     async def alter_configs(self, body: dict[str, Any]) -> dict[str, Any]:
-        validate_only = bool(protocol.require(body, "validate_only", bool, False))
+        validate_only = protocol.require(body, "validate_only", bool, False)
         answers = []
-        for item in protocol.require(body, "resources", list):
-            resource_type = str(item.get("type", "")) if isinstance(item, dict) else ""
-            name = str(item.get("name", "")) if isinstance(item, dict) else ""
+        for item in protocol.require_objects(body, "resources"):
+            resource_type = str(item.get("type", ""))
+            name = str(item.get("name", ""))
             try:
-                if not isinstance(item, dict):
-                    raise InvalidRequestError("each resource must be an object")
                 set_configs = protocol.require(item, "set", dict, {})
-                delete_configs = protocol.require(item, "delete", list, [])
+                delete_configs = protocol.require_list_of(item, "delete", str, [])
                 if resource_type == "topic":
                     await self.admin.alter_topic_configs(name, {str(k): str(v) for k, v in set_configs.items()},
                                                          [str(k) for k in delete_configs], validate_only)
@@ -493,7 +522,7 @@ class Broker:
         election_type = protocol.require(body, "election_type", str, "preferred")
         if election_type != "preferred":
             raise InvalidRequestError("only preferred leader election is supported")
-        items = protocol.require(body, "partitions", list, None)
+        items = protocol.require_objects(body, "partitions", None)
         partitions = None if items is None else [(protocol.require(item, "topic", str),
                                                   protocol.require(item, "partition", int)) for item in items]
         if not self.controller.active:
@@ -561,6 +590,7 @@ class Broker:
 
     async def fetch_records(self, topic: str, partition: int, offset: int, max_bytes: int,
                             timeout_ms: int) -> dict[str, Any]:
+        validate_topic_name(topic)
         request = protocol.FetchRequest([protocol.FetchPartition(topic, partition, offset, max_bytes)],
                                         max_wait_ms=max(0, timeout_ms), min_bytes=1, max_bytes=max_bytes)
         info = self.metadata.partition(topic, partition)
@@ -588,8 +618,7 @@ class Broker:
                                      "partition": partition}
             entry.update(render_payload(record.key, "key"))
             entry.update(render_payload(record.value, "value"))
-            entry["headers"] = {name: None if value is None else value.decode("utf-8", "replace")
-                                for name, value in record.headers}
+            entry["headers"] = render_headers(record.headers)
             records.append(entry)
             next_offset = record.offset + 1
         return {"topic": topic, "partition": partition, "records": records, "next_offset": next_offset,

@@ -74,7 +74,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 #: Size of a producer id block handed to one broker (Kafka's value).
 PRODUCER_ID_BLOCK_SIZE = 1000
 
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")  # used with fullmatch: `$` would admit a final newline
 _SEQUENCE_DIGITS = 10
 
 
@@ -83,7 +83,7 @@ def validate_topic_name(topic: str) -> str:
 
     Legal: 1–249 characters from ``[A-Za-z0-9._-]``, and not ``.`` or ``..``.
     """
-    if not isinstance(topic, str) or not _TOPIC_NAME.match(topic) or topic in (".", ".."):
+    if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
         raise InvalidTopicError(f"illegal topic name {topic!r}")
     return topic
 

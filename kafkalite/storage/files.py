@@ -81,7 +81,7 @@ def topic_name_problem(topic: str) -> str | None:
         return f"topic name cannot be {topic!r}"
     if len(topic) > MAX_TOPIC_NAME_LENGTH:
         return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC.match(topic):
+    if not _LEGAL_TOPIC.fullmatch(topic):
         return f"topic name {topic!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
     return None
 

@@ -31,8 +31,8 @@ def cluster(tmp_path, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-
 
 def replica_fetch(cluster: BrokerCluster, topic: str, broker_id: int, leader: int) -> bytes:
     """Everything a follower would read from the leader (up to the log end), from offset 0."""
-    request = protocol.FetchRequest([protocol.FetchPartition(topic, 0, 0, 1 << 20)], replica_id=broker_id + 1000,
-                                    max_wait_ms=0)
+    request = protocol.FetchRequest([protocol.FetchPartition(topic, 0, 0, 1 << 20)],
+                                    replica_id=protocol.DEBUGGING_REPLICA_ID, max_wait_ms=0)
     deadline = time.monotonic() + 15
     while True:
         answer = http(cluster.brokers[leader].address, "POST", protocol.FETCH,

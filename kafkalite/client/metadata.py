@@ -148,7 +148,7 @@ class ClusterView:
         """The view after ``answer``: requested topics replaced (all of them when None)."""
         if requested is None:
             return ClusterView.build(answer.cluster_id, answer.controller_id, answer.brokers, answer.topics,
-                                     updated_at)._with_hints(self.hints)
+                                     updated_at)._keeping_newer_epochs(self)._with_hints(self.hints)
         answered = {topic.name for topic in answer.topics}
         kept = [topic for name, topic in self.topics.items() if name not in answered and name not in requested]
         kept_errors = {name: code for name, code in self.topic_errors.items()
@@ -157,7 +157,30 @@ class ClusterView:
                                  [*kept, *answer.topics], updated_at)
         if kept_errors:
             view.topic_errors.update(kept_errors)
-        return view._with_hints(self.hints)
+        return view._keeping_newer_epochs(self)._with_hints(self.hints)
+
+    def _keeping_newer_epochs(self, previous: "ClusterView") -> "ClusterView":
+        """This (new, unpublished) view, where a partition whose leader epoch went backwards keeps
+        the previous view's leader and epoch (Kafka's KIP-320 rule): a broker that has not heard of
+        the latest election (one cut off from ZooKeeper, say) must not send the client back to a
+        deposed leader. Applies only while the topic id is the same, so a topic deleted and created
+        again starts afresh."""
+        for tp, epoch in previous.leader_epochs.items():
+            newer = self.leader_epochs.get(tp)
+            if newer is None or newer >= epoch:
+                continue
+            before, now = previous.topics.get(tp.topic), self.topics.get(tp.topic)
+            if before is None or now is None or not before.topic_id or before.topic_id != now.topic_id:
+                continue
+            leader = previous.leaders.get(tp, -1)
+            self.leaders[tp] = leader
+            self.leader_epochs[tp] = epoch
+            known = self.available.get(tp.topic, ())
+            if leader >= 0 and leader in self.brokers and tp.partition not in known:
+                self.available[tp.topic] = tuple(sorted((*known, tp.partition)))
+            elif (leader < 0 or leader not in self.brokers) and tp.partition in known:
+                self.available[tp.topic] = tuple(item for item in known if item != tp.partition)
+        return self
 
     def _with_hints(self, hints: dict[TopicPartition, tuple[int, int]]) -> "ClusterView":
         """This (new, unpublished) view with the leader hints that it does not supersede: a hint

@@ -134,6 +134,25 @@ def test_a_hint_stands_until_metadata_with_a_newer_leader_epoch() -> None:
     assert hinted.without_hint(TP).merged(answer(1, 4), [TOPIC], 3.0).leader(TP) == 1
 
 
+def test_metadata_with_an_older_leader_epoch_never_replaces_a_newer_leader() -> None:
+    """Kafka's KIP-320 rule: a broker that missed the latest election (cut off from ZooKeeper)
+    answers with the deposed leader and its older epoch; the client keeps the newer leader. A
+    topic created again (another topic id) starts afresh."""
+    def answer(leader: int, epoch: int, topic_id: str = "id-1") -> protocol.ClusterMetadata:
+        partition = protocol.PartitionMetadata(0, leader, epoch, [1, 2, 3], [1, 2, 3])
+        return protocol.ClusterMetadata("c", 1, [protocol.BrokerEndpoint(i, "h", 9000 + i) for i in (1, 2, 3)],
+                                        [protocol.TopicMetadata(TOPIC, [partition], topic_id=topic_id)])
+    view = ClusterView().merged(answer(1, 4), [TOPIC], 0.0).merged(answer(2, 5), [TOPIC], 1.0)
+    assert (view.leader(TP), view.leader_epochs[TP]) == (2, 5)
+    for requested in ([TOPIC], None):
+        stale = view.merged(answer(1, 4), requested, 2.0)
+        assert (stale.leader(TP), stale.leader_epochs[TP]) == (2, 5)
+        assert 0 in stale.available[TOPIC]
+    assert view.merged(answer(3, 6), [TOPIC], 3.0).leader(TP) == 3
+    recreated = view.merged(answer(1, 0, topic_id="id-2"), [TOPIC], 4.0)
+    assert (recreated.leader(TP), recreated.leader_epochs[TP]) == (1, 0)
+
+
 def test_not_leader_hint_sends_the_retry_to_the_named_leader() -> None:
     """Every broker's metadata still names broker 1; broker 1 answers NOT_LEADER naming broker 2:
     the retry goes to broker 2 (without the hint it would go to broker 1 until the delivery

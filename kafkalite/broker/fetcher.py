@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from kafkalite import protocol
 from kafkalite.broker.metadata import LiveBroker
 from kafkalite.broker.partition import Partition, Role
-from kafkalite.errors import KafkaliteError, OffsetOutOfRangeError
+from kafkalite.errors import KafkaliteError, KafkaStorageError, OffsetOutOfRangeError
 from kafkalite.transport import AsyncTransport, check_answer
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._wake = asyncio.Event()
+        self._storage_failing: set[str] = set()  # partitions whose last apply hit a storage error
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, partition: Partition) -> None:
@@ -99,9 +100,21 @@ class ReplicaFetcher:
                         applied = replica_manager.apply_fetched(partition, result)
                         if self._throttled(partition):
                             throttled_bytes += applied
+                    except KafkaStorageError as exc:
+                        # A full or failed log dir: the storage layer already said so; one line
+                        # per partition until it applies data again, not one per fetch.
+                        if partition.name not in self._storage_failing:
+                            self._storage_failing.add(partition.name)
+                            log.warning("%s: cannot apply replicated data until the log dir recovers: %s",
+                                        partition.name, exc)
+                        need_backoff = True
                     except KafkaliteError as exc:
                         log.error("%s: cannot apply replicated data: %s", partition.name, exc)
                         need_backoff = True
+                    else:
+                        if partition.name in self._storage_failing:
+                            self._storage_failing.discard(partition.name)
+                            log.info("%s: replicated data applies again", partition.name)
                 elif result.error_code == OffsetOutOfRangeError.errno:
                     replica_manager.handle_out_of_range(partition, result.log_start_offset, result.high_watermark)
                 else:

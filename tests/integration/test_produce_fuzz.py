@@ -18,7 +18,8 @@ import aiohttp
 import pytest
 
 from kafkalite import protocol
-from kafkalite.record.batch import build_batch, decode_all
+from kafkalite.errors import KafkaliteError
+from kafkalite.record.batch import build_batch, crc32c, decode_all
 from kafkalite.record.codec import Compression
 from kafkalite.tools import dump_log
 from tests.support.cluster import BrokerCluster, http
@@ -35,9 +36,10 @@ SEED = 20261124
 class Sent:
     """A request whose batch, if written, holds ``values``."""
 
-    values: list[bytes]
+    values: list[bytes | None]
     acknowledged_at: int | None = None  # base offset of an error-free answer
     maybe_written: bool = False  # acks=0: written or not, nobody was told
+    must_refuse: bool = False  # record/'s strict decoder rejects the batch: the broker must too
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[Brok
         yield cluster
     finally:
         cluster.stop()
+
+
+CRC_START, CRC_END = 17, 21  # the batch's CRC-32C field; it covers everything after it
 
 
 def frame(topic: str, batch: bytes, acks: int = -1, partition: int = 0) -> bytes:
@@ -104,6 +109,21 @@ def next_request(index: int, rng: random.Random) -> tuple[bytes, Sent | None]:
     if kind == 3:  # odd topic names, partitions and acks
         topic = rng.choice(["", ".", "..", "a" * 300, "bad\n", "x/y", "ü", "fuzzed-compacted", "__consumer_offsets"])
         return frame(topic, batch, rng.choice([-1, 1, 2, -2, 0]), rng.choice([0, -1, 7, 2 ** 31 - 1])), None
+    if kind in (4, 5):  # damage inside the CRC's reach with the CRC recomputed (a buggy producer)
+        plain = build_batch(values, keys=[b"k%d" % n for n in range(len(values))],
+                            compression=rng.choice([Compression.NONE, Compression.NONE, codec]))
+        damaged = bytearray(plain[:CRC_END] + mutate(plain[CRC_END:], rng))
+        if len(damaged) >= 12:
+            damaged[8:12] = struct.pack(">i", len(damaged) - 12)  # keep the length consistent half the time
+            if kind == 5:
+                damaged[8:12] = plain[8:12]
+        if len(damaged) > CRC_END:
+            damaged[CRC_START:CRC_END] = struct.pack(">I", crc32c(bytes(damaged[CRC_END:])))
+        try:
+            decoded = decode_all(bytes(damaged))
+        except KafkaliteError:
+            return frame(TOPIC, bytes(damaged)), Sent(values, must_refuse=True)
+        return frame(TOPIC, bytes(damaged)), Sent([record.value for record in decoded])
     # the batch itself is damaged (its CRC is not recomputed), in an otherwise valid frame; an
     # edit outside the CRC's reach (base offset, leader epoch) leaves it valid and acknowledged
     return frame(TOPIC, mutate(batch, rng)), Sent(values)
@@ -164,6 +184,10 @@ def test_fuzzed_produce_requests_never_crash_and_leave_a_clean_log(broker: Broke
     assert done >= 500, done
     assert broker.brokers[1].alive
     acknowledged = [item for item in sent if item.acknowledged_at is not None]
+    wrongly_accepted = [item for item in acknowledged if item.must_refuse]
+    assert not wrongly_accepted, f"{len(wrongly_accepted)} damaged batches with a recomputed CRC were acknowledged"
+    print(f"produce fuzz: {sum(item.must_refuse for item in sent)} damaged batches with a recomputed CRC, "
+          "all refused")
     assert len(acknowledged) >= 50, len(acknowledged)
 
     # Read the whole log back: every acknowledged record at its offset, nothing unexplained.

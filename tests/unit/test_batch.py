@@ -115,7 +115,7 @@ records = st.lists(st.tuples(keys, values, headers, st.integers(min_value=0, max
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-@given(records, st.sampled_from(list(Compression.__members__.values())).filter(lambda c: c != Compression.SNAPPY),
+@given(records, st.sampled_from(list(Compression.__members__.values())),
        st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=-1, max_value=1 << 20))
 def test_random_batches_round_trip(rows: list, codec: Compression, base_offset: int, epoch: int) -> None:
     built = build_batch([row[1] for row in rows], keys=[row[0] for row in rows],

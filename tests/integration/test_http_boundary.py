@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from kazoo.client import KazooClient
 
 from kafkalite import protocol
 from kafkalite.record.batch import build_batch, decode_all
@@ -81,19 +80,6 @@ def assert_named_client_error(status: int, body: Any, *names: str) -> None:
                                   "INVALID_PARTITIONS": 37}[body["error"]], body
 
 
-def registration_epoch(connect: str, broker_id: int) -> int:
-    """The czxid of ``/brokers/ids/<broker_id>``: the broker's epoch, as Kafka defines it."""
-    client = KazooClient(hosts=connect)
-    client.start(timeout=10)
-    try:
-        stat = client.exists(f"/brokers/ids/{broker_id}")
-        assert stat is not None
-        return int(stat.czxid)
-    finally:
-        client.stop()
-        client.close()
-
-
 # -- point 5: calls only brokers make carry the caller's broker epoch -----------------------------
 
 @pytest.fixture
@@ -108,7 +94,7 @@ def pair(tmp_path: Path, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[
 def test_controlled_shutdown_and_follower_fetch_need_the_current_broker_epoch(pair: BrokerCluster) -> None:
     controller = pair.controller_id()
     victim = next(broker_id for broker_id in pair.brokers if broker_id != controller)
-    epoch = registration_epoch(pair.zookeeper_connect, victim)
+    epoch = pair.broker_epoch(victim)
     pair.create_topic("guarded", partitions=4, replication_factor=2)
     before = pair.wait_in_sync("guarded")
     assert any(item["leader"] == victim for item in before)

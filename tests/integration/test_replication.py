@@ -151,10 +151,11 @@ def test_diverging_follower_is_told_its_truncation_point_at_once(cluster: Broker
     epoch = cluster.partitions("truncate")[0]["leader_epoch"]
     follower = next(broker_id for broker_id in cluster.brokers if broker_id != leader)
     # A follower that (as an old leader of this epoch would) claims records 3 and 4 of the
-    # epoch, which ends at 3 on the leader. A non-replica id keeps the real follower's state.
+    # epoch, which ends at 3 on the leader. The leader answers the divergence before it records
+    # anything of the fetch, so the real follower's state stays as it is.
     request = protocol.FetchRequest(
         [protocol.FetchPartition("truncate", 0, 5, 1 << 20, epoch, epoch)],
-        replica_id=follower + 1000, max_wait_ms=5000, min_bytes=1)
+        replica_id=follower, replica_epoch=cluster.broker_epoch(follower), max_wait_ms=5000, min_bytes=1)
     started = time.monotonic()
     answer = http(cluster.brokers[leader].address, "POST", protocol.FETCH,
                   raw=protocol.encode_fetch_request(request), content_type=protocol.BINARY_CONTENT_TYPE)

@@ -231,6 +231,21 @@ class BrokerCluster:
     def metadata(self, topics: list[str] | None = None, broker_id: int | None = None) -> Any:
         return self.call("POST", "/v1/metadata", {"topics": topics}, broker_id=broker_id, timeout=10)
 
+    def broker_epoch(self, broker_id: int) -> int:
+        """The czxid of ``/brokers/ids/<broker_id>``: the broker's epoch, as Kafka defines it
+        (broker-only calls such as follower fetches must carry it)."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.zookeeper_connect)
+        client.start(timeout=10)
+        try:
+            stat = client.exists(f"/brokers/ids/{broker_id}")
+            assert stat is not None, f"broker {broker_id} is not registered"
+            return int(stat.czxid)
+        finally:
+            client.stop()
+            client.close()
+
     def partitions(self, topic: str, broker_id: int | None = None) -> list[dict[str, Any]]:
         topics = self.metadata([topic], broker_id)["topics"]
         return sorted(topics[0]["partitions"], key=lambda item: item["partition"])

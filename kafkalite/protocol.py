@@ -46,8 +46,9 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kafkalite import errors
 from kafkalite.errors import BrokerResponseError, InvalidRequestError
@@ -566,7 +567,7 @@ class BrokerEndpoint:
         return {"id": self.broker_id, "host": self.host, "port": self.port, "rack": self.rack}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "BrokerEndpoint":
+    def from_json(cls, body: Mapping[str, Any]) -> BrokerEndpoint:
         return cls(int(body["id"]), str(body["host"]), int(body["port"]), body.get("rack"))
 
     @property
@@ -590,7 +591,7 @@ class PartitionMetadata:
                 "error_code": self.error_code}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "PartitionMetadata":
+    def from_json(cls, body: Mapping[str, Any]) -> PartitionMetadata:
         return cls(int(body["partition"]), int(body["leader"]), int(body.get("leader_epoch", -1)),
                    [int(x) for x in body.get("replicas", [])], [int(x) for x in body.get("isr", [])],
                    [int(x) for x in body.get("offline_replicas", [])], int(body.get("error_code", 0)))
@@ -609,7 +610,7 @@ class TopicMetadata:
                 "topic_id": self.topic_id, "partitions": [partition.to_json() for partition in self.partitions]}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "TopicMetadata":
+    def from_json(cls, body: Mapping[str, Any]) -> TopicMetadata:
         return cls(str(body["name"]), [PartitionMetadata.from_json(item) for item in body.get("partitions", [])],
                    int(body.get("error_code", 0)), bool(body.get("is_internal", False)), str(body.get("topic_id", "")))
 
@@ -629,7 +630,7 @@ class ClusterMetadata:
                 "topics": [topic.to_json() for topic in self.topics]}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "ClusterMetadata":
+    def from_json(cls, body: Mapping[str, Any]) -> ClusterMetadata:
         return cls(str(body.get("cluster_id", "")), int(body.get("controller_id", -1)),
                    [BrokerEndpoint.from_json(item) for item in body.get("brokers", [])],
                    [TopicMetadata.from_json(item) for item in body.get("topics", [])])

@@ -92,8 +92,9 @@ import time
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -353,7 +354,7 @@ class Subscription:
     partitions: tuple[TopicPartition, ...] = ()
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "Subscription":
+    def parse(cls, options: Mapping[str, str]) -> Subscription:
         given = [key for key in ("subscribe", "subscribepattern", "assign") if key in options]
         if len(given) != 1:
             names = ", ".join(spark_name(key) for key in given) or "none"
@@ -475,7 +476,7 @@ class SourceOptions:
     max_records_per_partition: int | None = None
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], streaming: bool | None) -> "SourceOptions":
+    def parse(cls, raw: Mapping[str, str], streaming: bool | None) -> SourceOptions:
         """Validate ``raw``; ``streaming`` None checks everything that does not depend on the
         kind of query (what ``load()`` can check before Spark says which it is)."""
         options = _lowercase(raw)
@@ -522,7 +523,7 @@ class SinkOptions:
     linger_ms: int = 5
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], streaming: bool) -> "SinkOptions":
+    def parse(cls, raw: Mapping[str, str], streaming: bool) -> SinkOptions:
         options = _lowercase(raw)
         _check_known(options, _SINK_KEYS, "streaming sink" if streaming else "batch sink")
         topic = options.get("topic", "").strip() or None
@@ -701,7 +702,7 @@ class ClusterClient:
         wanted = list(partitions)
         if not wanted:
             return {}
-        answers = self._list_offsets({tp: timestamp for tp in wanted})
+        answers = self._list_offsets(dict.fromkeys(wanted, timestamp))
         return {tp: answers[tp].offset for tp in wanted}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
@@ -729,7 +730,7 @@ class ClusterClient:
         if spec.kind == "latest":
             return self.latest(partitions)
         if spec.kind == "timestamp":
-            wanted = {tp: spec.timestamp for tp in partitions}
+            wanted = dict.fromkeys(partitions, spec.timestamp)
         else:
             given = spec.by_partition
             missing = sorted(set(partitions) - set(given))
@@ -1243,7 +1244,7 @@ class SinkColumns:
     headers: bool = False
 
     @classmethod
-    def check(cls, schema: StructType, topic_option: str | None) -> "SinkColumns":
+    def check(cls, schema: StructType, topic_option: str | None) -> SinkColumns:
         fields = {item.name.lower(): item.dataType for item in schema.fields}
 
         def text_or_binary(name: str) -> bool:

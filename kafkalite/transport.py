@@ -45,7 +45,8 @@ import os
 import struct
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -54,8 +55,8 @@ from kafkalite.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaliteError,
-    MessageSizeTooLargeError,
     KafkaTimeoutError,
+    MessageSizeTooLargeError,
     UnknownServerError,
 )
 
@@ -168,7 +169,7 @@ class PipelinedConnection(asyncio.Protocol):
         """Wait for the broker to accept the channel (the WebSocket handshake)."""
         try:
             await asyncio.wait_for(asyncio.shield(self._handshake), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.close(f"{self.address} did not open a channel within {timeout:.1f} s")
             raise KafkaConnectionError(f"connecting to {self.address} timed out") from None
 
@@ -551,7 +552,7 @@ class AsyncTransport:
                                                                    self.note_failure),
                                        host.strip("[]") or "127.0.0.1", port),
                 self.connect_timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise KafkaConnectionError(f"connecting to {address} timed out") from None
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {address}: {exc.strerror or exc}") from None
@@ -592,7 +593,7 @@ class AsyncTransport:
                 raise _error_from(response.status, payload)
         except BrokerResponseError:
             raise
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             self.note_failure(address)
             raise KafkaTimeoutError(f"{method} {url} timed out after {total:.1f} s") from exc
         except (aiohttp.ClientError, OSError) as exc:

@@ -20,8 +20,8 @@ import pstats
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
 from kafkalite.bench.local_cluster import start_cluster

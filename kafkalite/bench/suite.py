@@ -54,10 +54,11 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Sequence
+from typing import Any
 
 from kafkalite.tools.common import ToolArgumentParser
 
@@ -114,7 +115,7 @@ class Sizes:
     p5_reserve_seconds: float
 
     @classmethod
-    def for_mode(cls, quick: bool) -> "Sizes":
+    def for_mode(cls, quick: bool) -> Sizes:
         """The sizes of a full run or of ``--quick``."""
         if quick:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,

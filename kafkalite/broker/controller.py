@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kafkalite.broker import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo

@@ -34,7 +34,7 @@ REPLICA_CHANNEL = "replica"
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(self, manager: "FetcherManager", leader_id: int) -> None:
+    def __init__(self, manager: FetcherManager, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -142,7 +142,7 @@ class ReplicaFetcher:
 class FetcherManager:
     """Assigns followed partitions to per-leader fetchers."""
 
-    def __init__(self, replica_manager: "ReplicaManager") -> None:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
         self.replica_manager = replica_manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # This broker's epoch (the czxid of its registration), sent with every fetch: leaders

@@ -106,7 +106,7 @@ def _unb64(value: Any, what: str) -> bytes:
 class GroupCoordinator:
     """Groups coordinated by this broker. See the module docstring."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
         self.groups: dict[str, Group] = {}
@@ -434,7 +434,7 @@ class GroupCoordinator:
         timeout = member.rebalance_timeout_ms / 1000 + 5
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _err(RebalanceInProgressError("the rebalance did not complete in time"))
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
@@ -569,7 +569,7 @@ class GroupCoordinator:
             asyncio.get_running_loop().create_task(self._store_assignment(group, generation, assignments))
         try:
             return await asyncio.wait_for(asyncio.shield(future), max(group.rebalance_timeout_ms, 1000) / 1000 + 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _err(RebalanceInProgressError("the group's assignment did not arrive in time"))
 
     async def _store_assignment(self, group: Group, generation: int, assignments: dict[str, bytes]) -> None:

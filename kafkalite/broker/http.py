@@ -28,9 +28,10 @@ import json
 import logging
 import re
 import struct
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -193,7 +194,7 @@ def openapi_document() -> bytes:
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
-def build_app(broker: "Broker") -> web.Application:
+def build_app(broker: Broker) -> web.Application:
     """The aiohttp application serving ``broker``'s API."""
     app = web.Application(middlewares=[error_middleware], client_max_size=broker.config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
@@ -233,7 +234,7 @@ def build_app(broker: "Broker") -> web.Application:
 class BrokerApi:
     """Request handlers (decode → service → encode)."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._channels: set[asyncio.Task[Any]] = set()
 

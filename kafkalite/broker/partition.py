@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from kafkalite.broker.producer_state import ProducerStateManager
 from kafkalite.errors import (

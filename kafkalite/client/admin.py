@@ -52,7 +52,8 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -89,6 +90,7 @@ from kafkalite.errors import (
     NotCoordinatorError,
 )
 from kafkalite.transport import AsyncTransport
+
 
 class MemberInformation(NamedTuple):
     """One member of a described group (kafka-python's fields, then the instance id)."""
@@ -543,7 +545,7 @@ class AdminCore:
                          *(TopicPartition(*tp) for tp in partitions or [])})
         if not wanted:
             return {}
-        ends = await self.list_offsets({tp: protocol.LATEST_TIMESTAMP for tp in wanted}, None, 0)
+        ends = await self.list_offsets(dict.fromkeys(wanted, protocol.LATEST_TIMESTAMP), None, 0)
         result = {}
         for tp in wanted:
             end = ends[tp].offset
@@ -629,11 +631,11 @@ class KafkaAdminClient:
                                                       _ISOLATION[isolation_level]))
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        answers = self.list_offsets({tp: protocol.LATEST_TIMESTAMP for tp in partitions})
+        answers = self.list_offsets(dict.fromkeys(partitions, protocol.LATEST_TIMESTAMP))
         return {tp: answer.offset for tp, answer in answers.items()}
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        answers = self.list_offsets({tp: protocol.EARLIEST_TIMESTAMP for tp in partitions})
+        answers = self.list_offsets(dict.fromkeys(partitions, protocol.EARLIEST_TIMESTAMP))
         return {tp: answer.offset for tp, answer in answers.items()}
 
     # -- consumer groups --
@@ -672,7 +674,7 @@ class KafkaAdminClient:
         finally:
             self._finalizer()
 
-    def __enter__(self) -> "KafkaAdminClient":
+    def __enter__(self) -> KafkaAdminClient:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

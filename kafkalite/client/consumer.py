@@ -56,8 +56,9 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -133,7 +134,7 @@ class ConsumerSettings:
              "enable_incremental_fetch_sessions", "rebalance_timeout_ms"}
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "ConsumerSettings":
+    def from_options(cls, options: dict[str, Any]) -> ConsumerSettings:
         options = dict(options)
         check_common_options(options, cls.KNOWN)
         reset = str(options.get("auto_offset_reset", "latest")).lower()
@@ -313,7 +314,7 @@ class CallerThreadCallbacks(CallbackRunner):
             loop.call_soon_threadsafe(_settle, future, result, None)
 
 
-def _settle(future: "asyncio.Future[Any]", result: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():
         return
     if error is not None:
@@ -471,7 +472,7 @@ class ConsumerCore:
         self.metadata.all_topics = False
         self._apply_assignment(set())
 
-    def unsubscribe_in_background(self) -> "asyncio.Future[None]":
+    def unsubscribe_in_background(self) -> asyncio.Future[None]:
         """:meth:`unsubscribe` as a task (the asyncio consumer's non-blocking ``unsubscribe()``);
         without a group to leave it is done at once."""
         self._check_open()
@@ -719,7 +720,7 @@ class ConsumerCore:
         self.fetcher.wake()
         try:
             await asyncio.wait_for(self.fetcher.data_ready.wait(), timeout=remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         return True
 
@@ -798,7 +799,7 @@ class ConsumerCore:
     async def offsets_at(self, partitions: Iterable[Any], which: int, timeout_ms: float | None) -> dict[TopicPartition, int]:
         self._check_open()
         chosen = _partitions_arg(partitions)
-        answers = await list_offsets(self.metadata, self.transport, {tp: which for tp in chosen},
+        answers = await list_offsets(self.metadata, self.transport, dict.fromkeys(chosen, which),
                                      isolation_level=self.settings.isolation_level,
                                      timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
         return {tp: offset for tp, (offset, _, _) in answers.items()}
@@ -835,7 +836,7 @@ class ConsumerCore:
         await group.commit(chosen, timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
 
     def commit_in_background(self, offsets: Any,
-                             callback: Callable[..., Any] | None) -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+                             callback: Callable[..., Any] | None) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit; ``callback(offsets, error_or_None)`` runs at the next poll/commit/close."""
         group = self._require_group("commit_async")
         chosen = self._commit_offsets(offsets)
@@ -1010,19 +1011,19 @@ class KafkaConsumer:
 
     def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
                      callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
-                     ) -> "concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]":
+                     ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit without waiting. ``callback(offsets, exception_or_None)`` runs on this
         thread at the next poll(), commit() or close(); the returned future resolves to the offsets."""
         if self._closed:
             raise IllegalStateError("the consumer is closed")
 
-        async def start() -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+        async def start() -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
             return self._core.commit_in_background(offsets, callback)
 
         task = self._loop.run(start())
         result: concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]] = concurrent.futures.Future()
 
-        def relay(done: "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]") -> None:
+        def relay(done: asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]) -> None:
             if done.cancelled():
                 result.cancel()
             elif done.exception() is not None:
@@ -1057,7 +1058,7 @@ class KafkaConsumer:
     def metrics(self, raw: bool = False) -> dict[str, Any]:
         return {}
 
-    def __enter__(self) -> "KafkaConsumer":
+    def __enter__(self) -> KafkaConsumer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -1068,7 +1069,7 @@ def _stop_loop(loop: LoopThread) -> None:
     loop.stop()
 
 
-def _consume_task_error(task: "asyncio.Task[Any]") -> None:
+def _consume_task_error(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # reported through the callback / the caller's future, not as "never retrieved"
 
@@ -1115,7 +1116,7 @@ class AIOKafkaConsumer:
     def subscription(self) -> set[str] | None:
         return self._core.subscription()
 
-    def unsubscribe(self) -> "asyncio.Future[None]":
+    def unsubscribe(self) -> asyncio.Future[None]:
         """Drop the subscription; a group member revokes, commits and leaves in the background
         (the returned task; the next poll or stop waits for it)."""
         self._buffer = []
@@ -1145,7 +1146,7 @@ class AIOKafkaConsumer:
             self._buffer = [record for items in batch.values() for record in items]
             self._index = 0
 
-    def __aiter__(self) -> "AIOKafkaConsumer":
+    def __aiter__(self) -> AIOKafkaConsumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord:
@@ -1209,7 +1210,7 @@ class AIOKafkaConsumer:
 
     def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
                      callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
-                     ) -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+                     ) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit; ``callback`` runs at the next getmany()/commit()/stop()."""
         return self._core.commit_in_background(offsets, callback)
 
@@ -1221,7 +1222,7 @@ class AIOKafkaConsumer:
             return None
         return value if metadata else value.offset
 
-    async def __aenter__(self) -> "AIOKafkaConsumer":
+    async def __aenter__(self) -> AIOKafkaConsumer:
         await self.start()
         return self
 

@@ -40,7 +40,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client.metadata import MetadataManager
@@ -325,7 +326,7 @@ class Fetcher:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _send_fetches(self) -> float:

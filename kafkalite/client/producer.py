@@ -36,8 +36,9 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -157,7 +158,7 @@ class ProducerSettings:
              "socket_connection_setup_timeout_ms"}
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "ProducerSettings":
+    def from_options(cls, options: dict[str, Any]) -> ProducerSettings:
         options = dict(options)
         check_common_options(options, cls.KNOWN)
         if options.get("transactional_id") is not None:
@@ -647,7 +648,7 @@ class KafkaProducer:
     def metrics(self, raw: bool = False) -> dict[str, Any]:
         return {"buffer-memory-used": self._core.accumulator.used_memory}
 
-    def __enter__(self) -> "KafkaProducer":
+    def __enter__(self) -> KafkaProducer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -751,7 +752,7 @@ class AIOKafkaProducer:
     async def partitions_for(self, topic: str) -> set[int]:
         return await self._core.partitions_for(topic, self._settings.max_block_ms)
 
-    async def __aenter__(self) -> "AIOKafkaProducer":
+    async def __aenter__(self) -> AIOKafkaProducer:
         await self.start()
         return self
 

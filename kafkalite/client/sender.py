@@ -70,7 +70,7 @@ PRODUCE_CHANNEL = "produce"
 class Sender:
     """Drains the accumulator to the brokers (see the module docstring)."""
 
-    def __init__(self, settings: "ProducerSettings", accumulator: RecordAccumulator, metadata: MetadataManager,
+    def __init__(self, settings: ProducerSettings, accumulator: RecordAccumulator, metadata: MetadataManager,
                  transport: AsyncTransport) -> None:
         self.settings = settings
         self.accumulator = accumulator
@@ -140,7 +140,7 @@ class Sender:
                 continue
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             finally:
                 self.idle = False
@@ -246,7 +246,7 @@ class Sender:
         return protocol.encode_produce_request(request)
 
     async def _await_answer(self, node: int, address: str, batches: list[ProducerBatch],
-                            future: "asyncio.Future[tuple[int, bytes]]") -> None:
+                            future: asyncio.Future[tuple[int, bytes]]) -> None:
         try:
             try:
                 status, body = await future

@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
@@ -845,7 +846,7 @@ def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestam
             timestamp_size = delta_at - timestamp_at
             varying = timestamp_size <= _MAX_VARYING_TIMESTAMP_BYTES \
                 and _INT64_MIN + _TIMESTAMP_MARGIN <= base_timestamp <= _INT64_MAX - _TIMESTAMP_MARGIN
-            constant = [*range(0, timestamp_at - position), *range(key_length_at - position, key_at - position),
+            constant = [*range(timestamp_at - position), *range(key_length_at - position, key_at - position),
                         *range(value_length_at - position, value_at - position), stride - 1]
             if not varying:
                 constant.extend(range(timestamp_at - position, delta_at - position))

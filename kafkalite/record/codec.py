@@ -20,10 +20,9 @@ Thread-safety: pure functions, safe from any thread.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from enum import IntEnum
-
-import struct
 
 import cramjam
 import lz4.frame
@@ -46,7 +45,7 @@ class Compression(IntEnum):
     ZSTD = 4
 
     @classmethod
-    def from_name(cls, name: str | None) -> "Compression":
+    def from_name(cls, name: str | None) -> Compression:
         """Map a Kafka compression.type name (``none``, ``gzip``, ``lz4``, ``zstd``) to its id."""
         if name is None:
             return cls.NONE

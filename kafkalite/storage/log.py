@@ -36,9 +36,9 @@ import struct
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from kafkalite.config import LogConfig
 from kafkalite.errors import (

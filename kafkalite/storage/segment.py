@@ -21,8 +21,9 @@ import errno
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from kafkalite.errors import CorruptRecordError, LogDirOfflineError, StorageError, TruncatedBatchError
 from kafkalite.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client import GroupInformation, KafkaAdminClient, OffsetAndMetadata, TopicPartition
@@ -359,7 +360,7 @@ def _reset(admin: KafkaAdminClient, groups: list[str], arguments: Any) -> int:
         latest = admin.end_offsets(partitions)
         by_time: dict[TopicPartition, int | None] | None = None
         if by_time_ms is not None:
-            found = admin.list_offsets({tp: by_time_ms for tp in partitions})
+            found = admin.list_offsets(dict.fromkeys(partitions, by_time_ms))
             by_time = {tp: answer.offset for tp, answer in found.items()}
         current = {tp: item.offset for tp, item in committed.items()}
         new = reset_offsets(scenario, value, partitions, current, earliest, latest, by_time)

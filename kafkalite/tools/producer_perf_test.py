@@ -45,8 +45,9 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from kafkalite.client import KafkaProducer, RecordMetadata
 from kafkalite.client.accumulator import RECORD_OVERHEAD

@@ -15,8 +15,9 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ class SyncClients:
 class _Proxy:
     """Blocking calls onto an asyncio client living on the AsyncClients loop."""
 
-    def __init__(self, owner: "AsyncClients", target: Any) -> None:
+    def __init__(self, owner: AsyncClients, target: Any) -> None:
         self._owner = owner
         self._target = target
 

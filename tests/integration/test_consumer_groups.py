@@ -19,14 +19,14 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition, errors
 from kafkalite.client import AIOKafkaConsumer, ConsumerRebalanceListener, OffsetAndMetadata
-
 from kafkalite.tools import consumer_groups
 from kafkalite.tools.common import run_cli
 from tests.support.cluster import ROOT, BrokerCluster
@@ -129,7 +129,7 @@ class Member(ConsumerRebalanceListener):
         return [partitions for _, name, partitions in self.events if name == kind]
 
     # the poll loop
-    def start(self) -> "Member":
+    def start(self) -> Member:
         self.thread.start()
         return self
 

@@ -18,9 +18,10 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ from tests.support.spark import spark  # noqa: E402,F401
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # recent enough that retention (checked every 300 ms by the test broker) keeps the records
-START = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(second=0, microsecond=0)
+START = (datetime.now(UTC) - timedelta(hours=1)).replace(second=0, microsecond=0)
 START_MS = int(START.timestamp() * 1000)
 
 

@@ -19,8 +19,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.support.zookeeper import free_ports
 
@@ -72,7 +73,7 @@ def http(address: str, method: str, path: str, body: Any = None, raw: bytes | No
 
 
 class BrokerProcess:
-    def __init__(self, cluster: "BrokerCluster", broker_id: int, port: int) -> None:
+    def __init__(self, cluster: BrokerCluster, broker_id: int, port: int) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
         self.port = port
@@ -182,7 +183,7 @@ class BrokerCluster:
         self.per_broker_properties = dict(per_broker_properties or {})
         self.brokers = {broker_id: BrokerProcess(self, broker_id, free_port()) for broker_id in range(1, size + 1)}
 
-    def start(self, timeout: float = 60.0) -> "BrokerCluster":
+    def start(self, timeout: float = 60.0) -> BrokerCluster:
         for broker in self.brokers.values():
             broker.start()
         for broker in self.brokers.values():

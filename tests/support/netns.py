@@ -37,7 +37,7 @@ from pathlib import Path
 from tests.support.cluster import ROOT, BrokerCluster, BrokerProcess
 from tests.support.zookeeper import STANDALONE_TEMPLATE, ZooKeeperLaunchError, java_command, render_config
 
-_LABS: set["NetworkLab"] = set()
+_LABS: set[NetworkLab] = set()
 NAME_PREFIX = "klab"
 
 
@@ -177,7 +177,7 @@ class NetworkLab:
         _run("ip", "link", "del", self.bridge, check=False)
         _LABS.discard(self)
 
-    def __enter__(self) -> "NetworkLab":
+    def __enter__(self) -> NetworkLab:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

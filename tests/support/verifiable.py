@@ -26,9 +26,10 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable
+from typing import IO, Any
 
 from kafkalite import protocol
 from tests.support.cluster import BrokerCluster
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCER_SCRIPT = ROOT / "scripts" / "kafkalite-verifiable-producer.sh"
 CONSUMER_SCRIPT = ROOT / "scripts" / "kafkalite-verifiable-consumer.sh"
 
-_LIVE: set["ToolProcess"] = set()
+_LIVE: set[ToolProcess] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -67,7 +68,7 @@ class ToolProcess:
         # Run the tool through this prefix (e.g. ``ip netns exec NS`` for a client on a host of its own).
         self.command_prefix: list[str] = []
 
-    def start(self) -> "ToolProcess":
+    def start(self) -> ToolProcess:
         environment = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.stderr_path, "ab") as stderr:

@@ -10,7 +10,7 @@ import base64
 import json
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -351,7 +351,7 @@ def test_topic_arguments_and_datetimes() -> None:
     for bad in ("orders:x", ":1", "orders:", "orders:-1"):
         with pytest.raises(UsageError):
             parse_topic_argument(bad)
-    utc = int(datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=timezone.utc).timestamp() * 1000)
+    utc = int(datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC).timestamp() * 1000)
     assert parse_datetime_ms("2024-05-06T07:08:09.123Z") == utc
     assert parse_datetime_ms("2024-05-06T09:08:09.123+02:00") == utc
     assert parse_datetime_ms("2024-05-06T09:08:09.123+0200") == utc

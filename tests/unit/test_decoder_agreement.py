@@ -15,9 +15,10 @@ from __future__ import annotations
 import io
 import random
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 

@@ -487,9 +487,9 @@ def require(body: Any, name: str, kind: type | tuple[type, ...], default: Any = 
             raise InvalidRequestError(f"missing field {name!r}")
         return default
     value = _typed(body[name], kind if isinstance(kind, tuple) else (kind,), f"field {name!r}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise InvalidRequestError(f"field {name!r} must be in [{minimum}, {maximum}], got {value}")
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            (minimum is not None and value < minimum) or (maximum is not None and value > maximum)):
+        raise InvalidRequestError(f"field {name!r} must be in [{minimum}, {maximum}], got {value}")
     return value
 
 

@@ -409,7 +409,7 @@ def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wa
         row, _ = produce_row(runner, "P1 send(), 1 broker, RF=1, acks=1", 1_000_000,
                              producer_arguments(send_topic, sizes.p1_send, bootstrap, "1", 256 * 1024, False))
         rows.append(row)
-        row, bulk_run = produce_row(runner, "P1 send_batch() (--bulk), 1 broker, RF=1, acks=1", 1_000_000,
+        row, _ = produce_row(runner, "P1 send_batch() (--bulk), 1 broker, RF=1, acks=1", 1_000_000,
                                     producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True))
         rows.append(row)
     if "P3" in wanted:

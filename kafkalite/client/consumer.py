@@ -58,7 +58,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -124,14 +124,15 @@ class ConsumerSettings:
     group_instance_id: str | None = None
     default_offset_commit_callback: Callable[[Any, Any], Any] | None = None
 
-    KNOWN = {"bootstrap_servers", "client_id", "group_id", "key_deserializer", "value_deserializer",
-             "fetch_max_wait_ms", "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes",
-             "request_timeout_ms", "retry_backoff_ms", "auto_offset_reset", "enable_auto_commit",
-             "auto_commit_interval_ms", "default_offset_commit_callback", "check_crcs", "isolation_level",
-             "allow_auto_create_topics", "metadata_max_age_ms", "partition_assignment_strategy",
-             "max_poll_records", "max_poll_interval_ms", "session_timeout_ms", "heartbeat_interval_ms",
-             "consumer_timeout_ms", "exclude_internal_topics", "group_instance_id", "client_rack",
-             "enable_incremental_fetch_sessions", "rebalance_timeout_ms"}
+    KNOWN: ClassVar[set[str]] = {
+        "bootstrap_servers", "client_id", "group_id", "key_deserializer", "value_deserializer", "fetch_max_wait_ms",
+        "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes", "request_timeout_ms", "retry_backoff_ms",
+        "auto_offset_reset", "enable_auto_commit", "auto_commit_interval_ms", "default_offset_commit_callback",
+        "check_crcs", "isolation_level", "allow_auto_create_topics", "metadata_max_age_ms",
+        "partition_assignment_strategy", "max_poll_records", "max_poll_interval_ms", "session_timeout_ms",
+        "heartbeat_interval_ms", "consumer_timeout_ms", "exclude_internal_topics", "group_instance_id", "client_rack",
+        "enable_incremental_fetch_sessions", "rebalance_timeout_ms"
+    }
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> ConsumerSettings:

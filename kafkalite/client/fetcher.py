@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafkalite import protocol
-from kafkalite.client.metadata import MetadataManager
+from kafkalite.client.metadata import ClusterView, MetadataManager
 from kafkalite.client.types import ConsumerRecord, TopicPartition
 from kafkalite.errors import (
     BrokerResponseError,
@@ -620,7 +620,7 @@ async def list_offsets(metadata: MetadataManager, transport: AsyncTransport, tim
                 last_error = exc
             continue
 
-        async def ask(node: int, tps: list[TopicPartition]) -> None:
+        async def ask(view: ClusterView, node: int, tps: list[TopicPartition]) -> None:
             nonlocal last_error
             address = view.address_of(node)
             assert address is not None
@@ -650,7 +650,7 @@ async def list_offsets(metadata: MetadataManager, transport: AsyncTransport, tim
                 last_error = error
                 metadata.request_update()
 
-        await asyncio.gather(*(ask(node, tps) for node, tps in by_node.items()))
+        await asyncio.gather(*(ask(view, node, tps) for node, tps in by_node.items()))
         if not remaining:
             break
         if time.monotonic() >= deadline:

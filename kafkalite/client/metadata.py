@@ -91,7 +91,7 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
             text = f"[{host}]:{port}"
         elif text.count(":") == 0:
             text = f"{text}:{DEFAULT_PORT}"
-        host_part, _, port_part = text.rpartition(":")
+        _host, _, port_part = text.rpartition(":")
         if not port_part.isdigit():
             raise ConfigError(f"bootstrap server {item!r} is not host:port")
         items.append(text)

@@ -38,7 +38,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -150,12 +150,13 @@ class ProducerSettings:
     socket_connection_setup_timeout_ms: int = 10_000
     extra: dict[str, Any] = field(default_factory=dict)
 
-    KNOWN = {"bootstrap_servers", "client_id", "key_serializer", "value_serializer", "acks", "enable_idempotence",
-             "compression_type", "retries", "batch_size", "max_batch_size", "linger_ms", "partitioner",
-             "max_block_ms", "max_request_size", "allow_auto_create_topics", "metadata_max_age_ms",
-             "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms", "buffer_memory",
-             "max_in_flight_requests_per_connection", "transactional_id", "metadata_request_timeout_ms",
-             "socket_connection_setup_timeout_ms"}
+    KNOWN: ClassVar[set[str]] = {
+        "bootstrap_servers", "client_id", "key_serializer", "value_serializer", "acks", "enable_idempotence",
+        "compression_type", "retries", "batch_size", "max_batch_size", "linger_ms", "partitioner", "max_block_ms",
+        "max_request_size", "allow_auto_create_topics", "metadata_max_age_ms", "retry_backoff_ms", "request_timeout_ms",
+        "delivery_timeout_ms", "buffer_memory", "max_in_flight_requests_per_connection", "transactional_id",
+        "metadata_request_timeout_ms", "socket_connection_setup_timeout_ms"
+    }
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> ProducerSettings:
@@ -506,7 +507,7 @@ class ProducerCore:
         try:
             if pending:
                 waiters = [result.future() for result in pending]
-                done, not_done = await asyncio.wait(waiters, timeout=timeout)
+                _, not_done = await asyncio.wait(waiters, timeout=timeout)
                 if not_done:
                     raise KafkaTimeoutError(f"flush did not finish within {timeout} s "
                                             f"({len(not_done)} batch(es) still pending)")

@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     source: TextIO
     if "file" in properties:
         try:
-            source = open(properties["file"], encoding="utf-8")
+            # Closed in the finally below, with the producer.
+            source = open(properties["file"], encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
             raise UsageError(f"cannot read {properties['file']}: {exc.strerror}") from None
     else:

@@ -114,7 +114,7 @@ def parse_datetime_ms(text: str) -> int:
         raise UsageError(f"--to-datetime is not a valid time: {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as Kafka's tool reads it
-    return int(round(moment.timestamp() * 1000))
+    return round(moment.timestamp() * 1000)
 
 
 def scenario_of(arguments: Any) -> tuple[str, Any]:

@@ -88,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__version__)
         return 0
     configs = parse_key_values(arguments.config, "--config")
-    if arguments.create or arguments.alter:
-        if not arguments.topic:
-            raise UsageError("--topic is required with --create and --alter")
+    if (arguments.create or arguments.alter) and not arguments.topic:
+        raise UsageError("--topic is required with --create and --alter")
     if arguments.alter and arguments.partitions is None and not configs:
         raise UsageError("--alter needs --partitions (use kafkalite-configs.sh to change configs)")
     admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-topics")

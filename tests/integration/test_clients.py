@@ -507,7 +507,7 @@ def test_admin_topics_partitions_configs_and_errors(api: Any, cluster: BrokerClu
 
 def test_no_reachable_broker(api: Any) -> None:
     producer = api.producer(bootstrap_servers="127.0.0.1:1", max_block_ms=500)
-    with pytest.raises(errors.KafkaTimeoutError, match="NoBrokersAvailable|no broker"):
+    with pytest.raises(errors.KafkaTimeoutError, match=r"NoBrokersAvailable|no broker"):
         producer.send("t", b"x")
     admin = api.admin(bootstrap_servers="127.0.0.1:1")
     with pytest.raises(errors.NoBrokersAvailable):

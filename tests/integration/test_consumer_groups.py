@@ -732,7 +732,7 @@ def test_consumer_groups_tool_usage_errors_and_script(cluster: BrokerCluster, ca
                  [*server, "--reset-offsets", "--group", "g", "--topic", "t:x", "--to-earliest"],
                  [*server, "--reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "yesterday"],
                  ["--describe", "--group", "g"]):
-        code, out, err = tool(capsys, *args)
+        code, _, err = tool(capsys, *args)
         assert code == 2 and err.startswith(("Error: ", "usage: ")) and "Traceback" not in err, (args, err)
     script = ROOT / "scripts" / "kafkalite-consumer-groups.sh"
     missing = subprocess.run([str(script), *server, "--describe", "--group", "no-such-group"], capture_output=True,

@@ -99,7 +99,7 @@ def test_divergent_old_leader_truncates_exactly_its_unreplicated_suffix(cluster:
     cluster.brokers[old_leader].start()
     cluster.brokers[old_leader].wait_ready()
     cluster.wait_in_sync("diverge", timeout=40)
-    expected = kept + [b"new-0", b"new-1", b"new-2"]
+    expected = [*kept, b"new-0", b"new-1", b"new-2"]
     leader_view = replica_fetch(cluster, "diverge", old_leader, new_leader)
     assert [record.value for record in decode_all(leader_view)] == expected
     old_log_dir = cluster.brokers[old_leader].directory / "data" / "diverge-0"

@@ -118,10 +118,10 @@ class BrokerProcess:
 
     def start(self) -> None:
         self.write_config()
-        log_file = open(self.log_path, "ab")
         environment = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.process = subprocess.Popen([sys.executable, "-m", "kafkalite.broker", str(self.config_path)],
-                                        cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
+        with open(self.log_path, "ab") as log_file:  # the broker keeps its own descriptor
+            self.process = subprocess.Popen([sys.executable, "-m", "kafkalite.broker", str(self.config_path)],
+                                            cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
         log_file.close()
         _LIVE.add(self.process)
 

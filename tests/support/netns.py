@@ -263,11 +263,11 @@ class NamespacedBroker(BrokerProcess):
 
     def start(self) -> None:
         self.write_config()
-        log_file = open(self.log_path, "ab")
         environment = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.process = subprocess.Popen([*self.lab.prefix(self.host), sys.executable, "-m", "kafkalite.broker",
-                                         str(self.config_path)],
-                                        cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
+        with open(self.log_path, "ab") as log_file:  # the broker keeps its own descriptor
+            self.process = subprocess.Popen([*self.lab.prefix(self.host), sys.executable, "-m", "kafkalite.broker",
+                                             str(self.config_path)],
+                                            cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
         log_file.close()
         self.lab.track(self.process)
 

@@ -28,6 +28,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import IO, Any
 
@@ -251,7 +252,7 @@ def longest_ack_gap(producer: VerifiableProducer) -> float | None:
                    if event.get("name") == "producer_send_success")
     if len(times) < 2:
         return None
-    return max(later - earlier for earlier, later in zip(times, times[1:])) / 1000
+    return max(later - earlier for earlier, later in pairwise(times)) / 1000
 
 
 def consumed_by_partition(consumer: VerifiableConsumer) -> dict[int, list[tuple[int, str]]]:

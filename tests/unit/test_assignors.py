@@ -714,7 +714,7 @@ def test_assignors_scale(name: str, member_count: int, topic_count: int, partiti
 
     one_left = _owning(previous, dict.fromkeys(members[1:], topics))
     assert _best_time(lambda: assignor.assign(partitions_per_topic, one_left)) < 0.1
-    one_joined = _owning(previous, dict.fromkeys(members + ["consumer-new"], topics))
+    one_joined = _owning(previous, dict.fromkeys([*members, "consumer-new"], topics))
     assert _best_time(lambda: assignor.assign(partitions_per_topic, one_joined)) < 0.1
 
     # Mixed subscriptions: every member follows half of the topics.

@@ -160,6 +160,7 @@ class FrameReader:
         return self.data[start:start + length]
 
     def count(self, minimum_item_bytes: int) -> int:
+        value: int
         (value,) = self.unpack(_INT32)
         remaining = len(self.data) - self.position
         if value < 0 or value * minimum_item_bytes > remaining:
@@ -551,7 +552,7 @@ def parse_acks(value: Any) -> int:
             raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}") from None
     if value not in (0, 1, -1):
         raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}")
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 
@@ -125,8 +125,8 @@ class PipelinedConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self._transport.write(
+        self._transport = stream = cast(asyncio.Transport, transport)  # a stream connection's transport
+        stream.write(
             f"GET {protocol.CHANNEL} HTTP/1.1\r\nHost: {self.address}\r\nUser-Agent: kafkalite/{self._client_id}\r\n"
             f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
             f"Sec-WebSocket-Key: {self._key.decode('ascii')}\r\n\r\n".encode("latin-1"))
@@ -432,7 +432,7 @@ class AsyncTransport:
         failed = self._failed_at.get(address)
         if failed is None:
             return 0.0
-        backoff = min(_RECONNECT_BACKOFF_S * 2 ** (self._failures_in_row.get(address, 1) - 1),
+        backoff = min(_RECONNECT_BACKOFF_S * 2.0 ** (self._failures_in_row.get(address, 1) - 1),
                       _RECONNECT_BACKOFF_MAX_S)
         return max(0.0, failed + backoff - time.monotonic())
 

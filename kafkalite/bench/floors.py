@@ -121,7 +121,7 @@ def poll_floor(count: int, rounds: int) -> tuple[float, float, float]:
 
     def slice_and_build() -> float:
         began = time.perf_counter()
-        records = []
+        records: list[ConsumerRecord] = []
         append = records.append
         position = 0
         for offset in range(count):

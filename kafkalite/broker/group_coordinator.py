@@ -365,12 +365,12 @@ class GroupCoordinator:
                         member_id=member_id)
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            member = Member(member_id, instance_id, client_id, host, session_timeout, rebalance_timeout,
+            joined = Member(member_id, instance_id, client_id, host, session_timeout, rebalance_timeout,
                             protocol_type, protocols, deadline=deadline)
-            group.members[member_id] = member
+            group.members[member_id] = joined
             if instance_id:
                 group.static_members[instance_id] = member_id
-            return await self._park_join(group, member, trigger=True)
+            return await self._park_join(group, joined, trigger=True)
         member = group.members.get(member_id)
         if member is None:
             return _err(UnknownMemberIdError(f"group {group_id} has no member {member_id}"), member_id=member_id)

@@ -199,9 +199,15 @@ def _as_function(value: Any, name: str) -> Callable[[bytes], Any] | None:
     if value is None:
         return None
     if callable(value):
-        return value  # type: ignore[no-any-return]
+        function: Callable[[bytes], Any] = value
+        return function
     if hasattr(value, "deserialize"):
-        return lambda data, deserializer=value: deserializer.deserialize(None, data)
+        deserializer = value
+
+        def deserialize(data: bytes) -> Any:
+            return deserializer.deserialize(None, data)
+
+        return deserialize
     raise ConfigError(f"{name} must be callable")
 
 
@@ -606,9 +612,9 @@ class ConsumerCore:
                                          timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms,
                                          retry_backoff_ms=self.settings.retry_backoff_ms)
             for tp, (offset, _, _) in answers.items():
-                state = self.partitions.get(tp)
-                if state is not None and state.position is None and state.generation == generations[tp]:
-                    state.seek(offset)
+                current = self.partitions.get(tp)
+                if current is not None and current.position is None and current.generation == generations[tp]:
+                    current.seek(offset)
         if self.fetcher is not None:
             self.fetcher.wake()
 
@@ -1028,7 +1034,7 @@ class KafkaConsumer:
             if done.cancelled():
                 result.cancel()
             elif done.exception() is not None:
-                result.set_exception(done.exception())  # type: ignore[arg-type]
+                result.set_exception(done.exception())
             else:
                 result.set_result(done.result())
 

@@ -99,11 +99,12 @@ def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: i
         for run in runs:
             first_offset = batch.base_offset + run.first_delta
             low = max(0, min_offset - first_offset)
-            high = min(run.count, max_offset - first_offset)
+            high = min(run.record_count, max_offset - first_offset)
             if low >= high:
                 continue
-            keys = run_slices(data, run, run.key_at, run.key_length, low, high)
-            values = run_slices(data, run, run.value_at, run.value_length, low, high)
+            # the raw fields, then (with a deserializer) what it makes of them
+            keys: list[Any] = run_slices(data, run, run.key_at, run.key_length, low, high)
+            values: list[Any] = run_slices(data, run, run.value_at, run.value_length, low, high)
             if key_deserializer is not None and run.key_length >= 0:
                 keys = [key_deserializer(key) for key in keys]
             if value_deserializer is not None and run.value_length >= 0:

@@ -466,7 +466,7 @@ class ProducerCore:
                 number = to_positive(murmur2(key)) % count if key is not None else self.partitioner.partition(
                     topic, None, partitions, view.available.get(topic, ()), sizes[index] + RECORD_OVERHEAD)
                 by_partition.setdefault(number, []).append(index)
-            groups = list(by_partition.items())  # type: ignore[arg-type]
+            groups = list(by_partition.items())
         else:
             groups = [(None, None)]
         chunks: list[tuple[int, list[Any], list[Any] | None, list[Any] | None, int]] = []

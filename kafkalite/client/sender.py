@@ -183,7 +183,7 @@ class Sender:
         for node, batches in drained.items():
             address = view.address_of(node)
             connection = self.transport.existing(address, PRODUCE_CHANNEL) if address is not None else None
-            if connection is None:
+            if address is None or connection is None:
                 error = KafkaConnectionError(f"broker {node} is not in the metadata" if address is None
                                              else f"the connection to broker {node} at {address} closed")
                 for batch in batches:

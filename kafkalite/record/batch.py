@@ -442,6 +442,21 @@ class RecordBatch:
         "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
         "producer_epoch", "base_sequence", "record_count",
     )
+    buffer: bytes | bytearray | memoryview
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
 
     def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0) -> None:
         available = len(buffer) - position
@@ -719,7 +734,7 @@ def _decode_headers(data: bytes | bytearray, position: int, count: int, record_e
 
 
 class UniformRun(NamedTuple):
-    """``count`` records laid out identically from ``start`` of a records section, ``stride``
+    """``record_count`` records laid out identically from ``start`` of a records section, ``stride``
     bytes apart, with offset deltas ``first_delta``, ``first_delta + 1``, ... Positions
     (``key_at``, ``value_at``) are from a record's start; lengths are -1 for null. No headers.
 
@@ -729,7 +744,7 @@ class UniformRun(NamedTuple):
     """
 
     start: int
-    count: int
+    record_count: int  # not ``count``, which would hide tuple.count
     first_delta: int
     stride: int
     key_at: int
@@ -880,7 +895,7 @@ def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestam
 
 def run_timestamp_deltas(run: UniformRun, low: int = 0, high: int | None = None) -> list[int]:
     """The timestamp deltas of records ``low`` to ``high`` (exclusive; default all) of ``run``."""
-    stop = run.count if high is None else high
+    stop = run.record_count if high is None else high
     columns = run.timestamp_columns
     if not columns:
         return [run.timestamp_delta] * (stop - low)
@@ -897,7 +912,7 @@ def run_slices(data: bytes, run: UniformRun, at: int, length: int, low: int = 0,
                high: int | None = None) -> list[bytes | None]:
     """The ``length`` bytes at ``at`` of records ``low`` to ``high`` (exclusive; default all) of
     ``run`` — one field of a run that :func:`uniform_runs` checked; None each when length is -1."""
-    stop = run.count if high is None else high
+    stop = run.record_count if high is None else high
     if length < 0:
         return [None] * (stop - low)
     stride = run.stride

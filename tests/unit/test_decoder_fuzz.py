@@ -26,7 +26,7 @@ def exercise(data: bytes) -> None:
                 records = batch.records()
                 runs = batch.uniform_runs(batch.payload())
                 if runs is not None:
-                    assert sum(run.count for run in runs) == len(records)
+                    assert sum(run.record_count for run in runs) == len(records)
                 for require_keys in (False, True):
                     for contiguous in (False, True):
                         try:

@@ -311,12 +311,12 @@ class AdminCore:
             wanted = None
             if resource.configs is not None:
                 wanted = set(resource.configs)
-            configs = {entry["name"]: {"value": entry.get("value"), "config_source": entry.get("source"),
-                                       "is_default": entry.get("is_default", False),
-                                       "read_only": entry.get("read_only", False)}
-                       for entry in item.get("configs", []) if wanted is None or entry["name"] in wanted}
+            configs: dict[str, Any] = {
+                entry["name"]: {"value": entry.get("value"), "config_source": entry.get("source"),
+                                "is_default": entry.get("is_default", False), "read_only": entry.get("read_only", False)}
+                for entry in item.get("configs", []) if wanted is None or entry["name"] in wanted}
             if item.get("error_code"):
-                configs = {"error_code": item["error_code"], "error_message": item.get("message")}  # type: ignore[dict-item]
+                configs = {"error_code": item["error_code"], "error_message": item.get("message")}
             result.setdefault(str(item.get("type")), {})[str(item.get("name"))] = configs
         return result
 

@@ -936,11 +936,13 @@ class KafkaConsumer:
 
         With a ``group_id`` and a subscription, poll also joins the group and runs rebalances
         (the listener is called from here, on this thread)."""
-        return self._call(self._core.poll(timeout_ms, max_records))  # type: ignore[no-any-return]
+        records: dict[TopicPartition, list[ConsumerRecord]] = self._call(self._core.poll(timeout_ms, max_records))
+        return records
 
     def poll_batches(self, timeout_ms: float = 0) -> list[FetchedBatch]:
         """The bulk path: whole prefetched record batches (``.values()`` / ``.records()``)."""
-        return self._call(self._core.poll_batches(timeout_ms))  # type: ignore[no-any-return]
+        batches: list[FetchedBatch] = self._call(self._core.poll_batches(timeout_ms))
+        return batches
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self

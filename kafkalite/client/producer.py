@@ -587,7 +587,8 @@ class KafkaProducer:
                     raise KafkaTimeoutError(
                         f"buffer_memory full: no room for the record after {self._settings.max_block_ms} ms")
             else:
-                return result  # type: ignore[no-any-return]
+                placed: RecordFuture = result
+                return placed
             result = core.place(record)
 
     def send_batch(self, topic: str, values: Sequence[Any], keys: Sequence[Any] | None = None,
@@ -705,7 +706,8 @@ class AIOKafkaProducer:
                     raise KafkaTimeoutError(
                         f"buffer_memory full: no room for the record after {self._settings.max_block_ms} ms")
             else:
-                return result  # type: ignore[no-any-return]
+                placed: RecordFuture = result
+                return placed
             result = core.place(record)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,

@@ -51,7 +51,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard, cast
 
 import crc32c as _crc32c
 
@@ -217,12 +217,16 @@ def _join_uniform(prefixes: list[bytes], values: Sequence[bytes], count: int) ->
     return b"".join(parts)
 
 
+def _no_nulls(values: Sequence[bytes | None]) -> TypeGuard[Sequence[bytes]]:
+    return None not in values
+
+
 def _encode_plain_values(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None) -> bytes:
     """Fast path: records with timestampDelta 0 and no headers, offsets 0..n-1."""
-    if keys is None and values and None not in values:
-        lengths = set(map(len, values))  # type: ignore[arg-type]
+    if keys is None and values and _no_nulls(values):
+        lengths = set(map(len, values))
         if len(lengths) == 1:
-            return _join_uniform(_uniform_prefixes(lengths.pop(), len(values)), values, len(values))  # type: ignore[arg-type]
+            return _join_uniform(_uniform_prefixes(lengths.pop(), len(values)), values, len(values))
     varints = _VARINTS
     parts: list[bytes] = []
     append = parts.append
@@ -933,7 +937,7 @@ def decode_uniform_values(data: bytes | bytearray | memoryview, count: int) -> l
         data = bytes(data)
     values: list[bytes] = []
     for run in runs:
-        values.extend(run_slices(data, run, run.value_at, run.value_length))  # type: ignore[arg-type]
+        values.extend(cast("list[bytes]", run_slices(data, run, run.value_at, run.value_length)))  # no null values
     return values
 
 

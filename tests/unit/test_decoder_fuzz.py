@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalite.errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
 from kafkalite.record.batch import CRC_START, HEADER_SIZE, build_batch, crc32c, iter_batches

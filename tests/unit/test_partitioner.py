@@ -11,10 +11,11 @@ from collections import Counter
 from itertools import pairwise
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from kafka.partitioner.default import DefaultPartitioner as KafkaPythonDefaultPartitioner
-from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+from hypothesis import given, settings, strategies as st
+from kafka.partitioner.default import (
+    DefaultPartitioner as KafkaPythonDefaultPartitioner,
+    murmur2 as kafka_python_murmur2,
+)
 
 from kafkalite.client.partitioner import (
     DefaultPartitioner,

@@ -211,14 +211,16 @@ class ProduceResult:
 def encode_produce_request(request: ProduceRequest) -> list[bytes | bytearray | memoryview]:
     """The frame as a list of pieces (record batches are not copied)."""
     pieces: list[bytes | bytearray | memoryview] = [
-        _PRODUCE_HEAD.pack(request.acks, request.timeout_ms, request.producer_id) + _INT32.pack(len(request.partitions))]
+        _PRODUCE_HEAD.pack(request.acks, request.timeout_ms, request.producer_id)
+        + _INT32.pack(len(request.partitions))]
     for item in request.partitions:
         pieces.append(_string(item.topic) + _INT32.pack(item.partition) + _INT32.pack(len(item.records)))
         pieces.append(item.records)
     return pieces
 
 
-def decode_produce_request(data: bytes | bytearray | memoryview, max_partition_bytes: int | None = None) -> ProduceRequest:
+def decode_produce_request(data: bytes | bytearray | memoryview,
+                           max_partition_bytes: int | None = None) -> ProduceRequest:
     reader = FrameReader(data)
     acks, timeout_ms, producer_id = reader.unpack(_PRODUCE_HEAD)
     count = reader.count(10)

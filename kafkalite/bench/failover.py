@@ -103,7 +103,8 @@ def measure_controlled_shutdown(cluster: Any, directory: Path, throughput: float
     """(sent, send errors, longest stall after SIGTERM, longest stall overall, shutdown seconds)."""
     victim = _leader(cluster)
     observer = next(broker_id for broker_id in sorted(cluster.brokers) if broker_id != victim)
-    producer = verifiable.VerifiableProducer(cluster.bootstrap, TOPIC, directory / f"producer-{uuid.uuid4().hex[:6]}.err",
+    producer = verifiable.VerifiableProducer(cluster.bootstrap, TOPIC,
+                                             directory / f"producer-{uuid.uuid4().hex[:6]}.err",
                                              max_messages=1_000_000, throughput=throughput,
                                              value_prefix=f"cs-{uuid.uuid4().hex[:6]}")
     try:

@@ -1,8 +1,8 @@
 """Follower replication: one fetch loop per source broker, as Kafka's replica fetcher threads.
 
-A :class:`ReplicaFetcher` repeatedly sends, on its binary channel to the leader, one long-poll fetch (marked with this broker's id as
-``replica_id``) for every partition it follows from one leader, starting at each local log end
-offset and carrying the epoch of the last fetched batch. The leader answers with batches to
+A :class:`ReplicaFetcher` repeatedly sends, on its binary channel to the leader, one long-poll fetch
+(marked with this broker's id as ``replica_id``) for every partition it follows from one leader, starting
+at each local log end offset and carrying the epoch of the last fetched batch. The leader answers with batches to
 append unchanged, its high watermark (adopted up to the local log end), or — when the local log
 diverged from the leader's lineage — the epoch and end offset to truncate to (Kafka's KIP-101 /
 KIP-279 rule, folded into fetch as in later Kafka versions). Partitions move between fetchers

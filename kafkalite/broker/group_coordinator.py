@@ -299,7 +299,8 @@ class GroupCoordinator:
                 f"{OFFSETS_TOPIC} needs offsets.topic.replication.factor={config.offsets_topic_replication_factor} "
                 f"live brokers, {live} are alive")
         topic = NewTopic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
-                         configs={"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)})
+                         configs={"cleanup.policy": "compact",
+                                  "segment.bytes": str(config.offsets_topic_segment_bytes)})
         try:
             await self.broker.admin.create_topic(topic, wait_ms=5000, internal=True)
         except TopicAlreadyExistsError:
@@ -345,7 +346,8 @@ class GroupCoordinator:
             return _err(CoordinatorNotAvailableError(f"group {group_id} is being removed"), member_id=member_id)
         if not group.supports(protocol_type, protocols):
             return _err(InconsistentGroupProtocolError(
-                f"group {group_id} uses protocol type {group.protocol_type} with {sorted(group.candidate_protocols())}"),
+                f"group {group_id} uses protocol type {group.protocol_type} "
+                f"with {sorted(group.candidate_protocols())}"),
                 member_id=member_id)
         host = str(body.get("_client_host", ""))
         deadline = loop.time() + session_timeout / 1000

@@ -569,7 +569,8 @@ class Broker:
             for partition, indexes in sorted(by_partition.items())])
         answers: list[dict[str, Any]] = [{} for _ in records]
         for partition_request in request.partitions:
-            leader = next(item.leader for item in topic_metadata.partitions if item.partition == partition_request.partition)
+            leader = next(item.leader for item in topic_metadata.partitions
+                          if item.partition == partition_request.partition)
             single = protocol.ProduceRequest(acks, request.timeout_ms, [partition_request])
             if leader == self.config.broker_id:
                 results = await self.replica_manager.produce(single)

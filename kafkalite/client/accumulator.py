@@ -569,7 +569,8 @@ class RecordAccumulator:
             return True
         return state.retrying and bool(state.sent)
 
-    def drain(self, leaders: dict[TopicPartition, int], nodes: Iterable[int], now: float) -> dict[int, list[ProducerBatch]]:
+    def drain(self, leaders: dict[TopicPartition, int], nodes: Iterable[int],
+              now: float) -> dict[int, list[ProducerBatch]]:
         """Take the sendable batches for ``nodes``: one per partition, ≤ max_request_size each."""
         wanted = set(nodes)
         drained: dict[int, list[ProducerBatch]] = {}

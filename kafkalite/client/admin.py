@@ -256,7 +256,8 @@ class AdminCore:
             if request.new_assignments is not None:
                 entry["assignment"] = request.new_assignments
             topics.append(entry)
-        answer = await self._call("POST", protocol.CREATE_PARTITIONS, {"topics": topics, "timeout_ms": timeout}, timeout)
+        answer = await self._call("POST", protocol.CREATE_PARTITIONS, {"topics": topics, "timeout_ms": timeout},
+                                  timeout)
         items = [{**item, "error_message": item.pop("message", None)} for item in answer.get("topics", [])]
         self._raise_first(({**item, "message": item["error_message"]} for item in items), raise_errors)
         self.metadata.request_update()
@@ -313,7 +314,8 @@ class AdminCore:
                 wanted = set(resource.configs)
             configs: dict[str, Any] = {
                 entry["name"]: {"value": entry.get("value"), "config_source": entry.get("source"),
-                                "is_default": entry.get("is_default", False), "read_only": entry.get("read_only", False)}
+                                "is_default": entry.get("is_default", False),
+                                "read_only": entry.get("read_only", False)}
                 for entry in item.get("configs", []) if wanted is None or entry["name"] in wanted}
             if item.get("error_code"):
                 configs = {"error_code": item["error_code"], "error_message": item.get("message")}
@@ -515,8 +517,8 @@ class AdminCore:
         for topic in answer.get("topics", []):
             for entry in topic.get("partitions", []):
                 if entry.get("error_code"):
-                    raise protocol.error_for(int(entry["error_code"]),
-                                             f"{topic.get('name')}-{entry.get('partition')}: {entry.get('message', '')}")
+                    raise protocol.error_for(int(entry["error_code"]), f"{topic.get('name')}-{entry.get('partition')}: "
+                                                                       f"{entry.get('message', '')}")
 
     async def delete_consumer_groups(self, group_ids: Sequence[str]) -> list[tuple[str, BrokerResponseError | None]]:
         if isinstance(group_ids, str):

@@ -90,6 +90,9 @@ log = logging.getLogger(__name__)
 
 INTERNAL_TOPIC_PREFIX = "__"
 
+# commit_async's callback: (the offsets, the error or None)
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+
 
 @dataclass
 class ConsumerSettings:
@@ -609,7 +612,8 @@ class ConsumerCore:
             generations = {state.tp: state.generation for state in states}
             answers = await list_offsets(self.metadata, self.transport, {state.tp: timestamp for state in states},
                                          isolation_level=self.settings.isolation_level,
-                                         timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms,
+                                         timeout_ms=(timeout_ms if timeout_ms is not None
+                                                     else self.settings.request_timeout_ms),
                                          retry_backoff_ms=self.settings.retry_backoff_ms)
             for tp, (offset, _, _) in answers.items():
                 current = self.partitions.get(tp)
@@ -621,8 +625,9 @@ class ConsumerCore:
     async def _positions_from_committed(self, states: list[PartitionState], timeout_ms: float | None) -> None:
         assert self.group is not None
         generations = {state.tp: state.generation for state in states}
-        committed = await self.group.committed([state.tp for state in states],
-                                               timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+        committed = await self.group.committed(
+            [state.tp for state in states],
+            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
         for tp, value in committed.items():
             state = self.partitions.get(tp)
             if state is None or state.position is not None or state.generation != generations.get(tp):
@@ -799,16 +804,19 @@ class ConsumerCore:
             query[TopicPartition(*tp)] = timestamp
         answers = await list_offsets(self.metadata, self.transport, query,
                                      isolation_level=self.settings.isolation_level,
-                                     timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+                                     timeout_ms=(timeout_ms if timeout_ms is not None
+                                                 else self.settings.request_timeout_ms))
         return {tp: (OffsetAndTimestamp(offset, timestamp, epoch) if offset >= 0 else None)
                 for tp, (offset, timestamp, epoch) in answers.items()}
 
-    async def offsets_at(self, partitions: Iterable[Any], which: int, timeout_ms: float | None) -> dict[TopicPartition, int]:
+    async def offsets_at(self, partitions: Iterable[Any], which: int,
+                         timeout_ms: float | None) -> dict[TopicPartition, int]:
         self._check_open()
         chosen = _partitions_arg(partitions)
         answers = await list_offsets(self.metadata, self.transport, dict.fromkeys(chosen, which),
                                      isolation_level=self.settings.isolation_level,
-                                     timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+                                     timeout_ms=(timeout_ms if timeout_ms is not None
+                                                 else self.settings.request_timeout_ms))
         return {tp: offset for tp, (offset, _, _) in answers.items()}
 
     async def topics(self) -> set[str]:
@@ -842,8 +850,8 @@ class ConsumerCore:
         await self.run_commit_callbacks()
         await group.commit(chosen, timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
 
-    def commit_in_background(self, offsets: Any,
-                             callback: Callable[..., Any] | None) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
+    def commit_in_background(self, offsets: Any, callback: Callable[..., Any] | None
+                             ) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit; ``callback(offsets, error_or_None)`` runs at the next poll/commit/close."""
         group = self._require_group("commit_async")
         chosen = self._commit_offsets(offsets)
@@ -1019,7 +1027,7 @@ class KafkaConsumer:
         self._call(self._core.commit(offsets, timeout_ms))
 
     def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
-                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
+                     callback: CommitCallback | None = None
                      ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit without waiting. ``callback(offsets, exception_or_None)`` runs on this
         thread at the next poll(), commit() or close(); the returned future resolves to the offsets."""
@@ -1218,7 +1226,7 @@ class AIOKafkaConsumer:
         await self._core.commit(offsets, timeout_ms)
 
     def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
-                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
+                     callback: CommitCallback | None = None
                      ) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit; ``callback`` runs at the next getmany()/commit()/stop()."""
         return self._core.commit_in_background(offsets, callback)

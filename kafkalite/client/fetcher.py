@@ -81,7 +81,8 @@ def _payload(batch: RecordBatch) -> bytes:
 
 
 def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
-                   key_deserializer: Deserializer = None, value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
+                   key_deserializer: Deserializer = None,
+                   value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
     """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords.
 
     Validation and decoding are record/'s: the bulk shape (:func:`uniform_runs`) is cut out of
@@ -115,7 +116,8 @@ def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: i
                 timestamp = batch.max_timestamp if timestamp_type else batch.base_timestamp + run.timestamp_delta
                 out.extend([new(cls, (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
                                       [], None, key_size, value_size, -1))
-                            for offset, key, value in zip(range(first_offset + low, first_offset + high), keys, values)])
+                            for offset, key, value in zip(range(first_offset + low, first_offset + high), keys,
+                                                          values)])
                 continue
             base_timestamp = batch.base_timestamp
             out.extend([new(cls, (topic, partition, leader_epoch, offset, base_timestamp + delta, 0, key, value, [],
@@ -283,7 +285,8 @@ class PartitionState:
 class Fetcher:
     """Background prefetch for a consumer's assigned partitions (see the module docstring)."""
 
-    def __init__(self, metadata: MetadataManager, transport: AsyncTransport, partitions: dict[TopicPartition, PartitionState],
+    def __init__(self, metadata: MetadataManager, transport: AsyncTransport,
+                 partitions: dict[TopicPartition, PartitionState],
                  *, fetch_min_bytes: int, fetch_max_bytes: int, fetch_max_wait_ms: int, max_partition_fetch_bytes: int,
                  isolation_level: int, request_timeout_ms: int, retry_backoff_ms: int, check_crcs: bool,
                  auto_offset_reset: str) -> None:
@@ -674,5 +677,5 @@ def pending_errors(states: Iterable[PartitionState]) -> BaseException | None:
     return None
 
 
-__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "corrupt_at", "decode_records",
-           "decode_values", "list_offsets", "take_batches", "take_records"]
+__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "corrupt_at",
+           "decode_records", "decode_values", "list_offsets", "take_batches", "take_records"]

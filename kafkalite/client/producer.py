@@ -239,8 +239,9 @@ class _Prepared:
 
     __slots__ = ("topic", "key", "value", "headers", "partition", "timestamp", "size")
 
-    def __init__(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
-                 partition: int | None, timestamp: int, size: int) -> None:
+    def __init__(self, topic: str, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]] | None, partition: int | None, timestamp: int,
+                 size: int) -> None:
         self.topic = topic
         self.key = key
         self.value = value
@@ -453,9 +454,11 @@ class ProducerCore:
         if keys is not None:
             sizes = [size + (0 if key is None else len(key)) for size, key in zip(sizes, keys)]
         if headers is not None:
-            sizes = [size + sum(len(name) + len(data or b"") for name, data in item) for size, item in zip(sizes, headers)]
+            sizes = [size + sum(len(name) + len(data or b"") for name, data in item)
+                     for size, item in zip(sizes, headers)]
         if partition is not None and partition >= len(partitions):
-            raise UnknownTopicOrPartitionError(f"partition {partition} of topic {topic!r} is not in [0, {len(partitions)})")
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} is not in [0, {len(partitions)})")
         groups: list[tuple[int | None, list[int] | None]]
         if partition is not None:
             groups = [(partition, None)]

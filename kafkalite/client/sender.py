@@ -223,7 +223,8 @@ class Sender:
             silent = connection.silent_for(now)
             if silent < STALLED_AFTER_S:
                 continue
-            moved = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions if view.leaders.get(tp, -1) not in (-1, node))
+            moved = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions
+                           if view.leaders.get(tp, -1) not in (-1, node))
             if moved:
                 log.info("broker %d has not answered for %.1f s and no longer leads %s: dropping its connection "
                          "and sending to the new leaders", node, silent, ", ".join(moved))
@@ -266,7 +267,8 @@ class Sender:
             except Exception as exc:  # a malformed answer: retry rather than strand the batches
                 self.metadata.request_update()
                 for batch in batches:
-                    self._retry_or_fail(batch, UnknownServerError(f"unreadable produce answer from broker {node}: {exc}"))
+                    self._retry_or_fail(batch,
+                                        UnknownServerError(f"unreadable produce answer from broker {node}: {exc}"))
                 return
             for batch in batches:
                 result = results.get((batch.tp.topic, batch.tp.partition))
@@ -314,7 +316,8 @@ class Sender:
             self.accumulator.reenqueue(batch, now + settings.retry_backoff_ms / 1000)
             return
         if isinstance(error, OutOfOrderSequenceNumberError) or (
-                settings.enable_idempotence and batch.base_sequence >= 0 and not isinstance(error, BrokerResponseError)):
+                settings.enable_idempotence and batch.base_sequence >= 0
+                and not isinstance(error, BrokerResponseError)):
             self._need_producer_id = True  # the partition's sequence has a gap now: start over
         if retriable and now >= batch.deadline:
             error = _expired(batch, error, settings.delivery_timeout_ms)

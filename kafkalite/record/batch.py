@@ -710,7 +710,8 @@ def decode_records(data: bytes | bytearray | memoryview, count: int, base_offset
     return records
 
 
-def _decode_headers(data: bytes | bytearray, position: int, count: int, record_end: int) -> tuple[tuple[Header, ...], int]:
+def _decode_headers(data: bytes | bytearray, position: int, count: int,
+                    record_end: int) -> tuple[tuple[Header, ...], int]:
     if count < 0 or 2 * count > record_end - position:
         raise CorruptRecordError(f"header count {count} is impossible")
     headers: list[Header] = []

@@ -170,7 +170,8 @@ def _partition_line(name: str, partition: dict[str, Any]) -> str:
     replicas = ",".join(str(broker) for broker in partition["replica_nodes"])
     isr = ",".join(str(broker) for broker in partition["isr_nodes"])
     leader = partition["leader_id"] if partition["leader_id"] >= 0 else "none"
-    line = f"\tTopic: {name}\tPartition: {partition['partition_index']}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
+    line = (f"\tTopic: {name}\tPartition: {partition['partition_index']}\tLeader: {leader}"
+            f"\tReplicas: {replicas}\tIsr: {isr}")
     if partition.get("offline_replicas"):
         line += f"\tOffline: {','.join(str(broker) for broker in partition['offline_replicas'])}"
     return line

@@ -28,8 +28,8 @@ def marked_blocks(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    brokers = BrokerCluster(tmp_path_factory.mktemp("readme"), f"{zookeeper.connect_string}/readme-{uuid.uuid4().hex[:8]}",
-                            size=3).start()
+    brokers = BrokerCluster(tmp_path_factory.mktemp("readme"),
+                            f"{zookeeper.connect_string}/readme-{uuid.uuid4().hex[:8]}", size=3).start()
     try:
         yield brokers
     finally:

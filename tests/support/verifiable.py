@@ -323,7 +323,8 @@ class DeliveryReport:
                 f"p{partition}: {offsets[:limit]}" for partition, offsets in sorted(self.missing.items())))
         if self.conflicting:
             lines.append("one offset, several values: " + ", ".join(
-                f"p{place.partition}@{place.offset}: {values}" for place, values in list(self.conflicting.items())[:limit]))
+                f"p{place.partition}@{place.offset}: {values}"
+                for place, values in list(self.conflicting.items())[:limit]))
         if self.acked_twice:
             lines.append(f"acknowledged twice: {self.acked_twice[:limit]}")
         return "\n".join(lines)

@@ -88,7 +88,8 @@ def test_metadata_encoding_is_deterministic_and_tolerant() -> None:
     assert encoded == encode_json(Subscription(["b", "a"], [("a", 1)], 4, "static-1").to_json())
     assert json.loads(base64.b64decode(encoded)) == subscription.to_json()
     assert decode_subscription(encoded) == subscription
-    assert decode_assignment(encode_json(Assignment([("t", 0), ("t", 2)]).to_json())) == Assignment([("t", 0), ("t", 2)])
+    assignment = Assignment([("t", 0), ("t", 2)])
+    assert decode_assignment(encode_json(assignment.to_json())) == assignment
     assert decode_json("") is None and decode_json("%%%") is None and decode_subscription("e30=") is None
 
 
@@ -149,8 +150,10 @@ class FakeCoordinator:
                 for entry in topic["partitions"]:
                     if not code["error_code"]:
                         self.committed[(topic["name"], entry["partition"])] = entry["offset"]
-            return {"error_code": 0, "topics": [{"name": topic["name"], "partitions": [
-                {"partition": entry["partition"], **code} for entry in topic["partitions"]]} for topic in body["topics"]]}
+            return {"error_code": 0, "topics": [
+                {"name": topic["name"], "partitions": [{"partition": entry["partition"], **code}
+                                                       for entry in topic["partitions"]]}
+                for topic in body["topics"]]}
         if path == protocol.LEAVE_GROUP:
             return {"error_code": 0, "members": []}
         raise AssertionError(f"unexpected request {path}")

@@ -8,7 +8,28 @@ They are loaded on first use, so that importing the package (as the broker does)
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ hands out, for type checkers (importing kafkalite.client costs ~0.2 s)
+    from kafkalite import errors as errors
+    from kafkalite.client import (
+        AIOKafkaAdminClient as AIOKafkaAdminClient,
+        AIOKafkaConsumer as AIOKafkaConsumer,
+        AIOKafkaProducer as AIOKafkaProducer,
+        BatchMetadata as BatchMetadata,
+        ConfigResource as ConfigResource,
+        ConfigResourceType as ConfigResourceType,
+        ConsumerRecord as ConsumerRecord,
+        KafkaAdminClient as KafkaAdminClient,
+        KafkaConsumer as KafkaConsumer,
+        KafkaProducer as KafkaProducer,
+        NewPartitions as NewPartitions,
+        NewTopic as NewTopic,
+        OffsetAndMetadata as OffsetAndMetadata,
+        OffsetAndTimestamp as OffsetAndTimestamp,
+        RecordMetadata as RecordMetadata,
+        TopicPartition as TopicPartition,
+    )
 
 __version__ = "0.1.0"
 

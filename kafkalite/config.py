@@ -12,9 +12,10 @@ Thread-safety: immutable values, safe from any thread.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from kafkalite.errors import ConfigError
 
@@ -158,7 +159,7 @@ class LogConfig:
     def delete(self) -> bool:
         return CLEANUP_DELETE in self.cleanup_policy.split(",")
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "LogConfig":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
         """A copy with Kafka topic-level names applied (``{"retention.ms": "1000"}``)."""
         changes: dict[str, Any] = {}
         for name, raw in overrides.items():
@@ -183,7 +184,7 @@ class LogConfig:
         return result
 
     @classmethod
-    def from_broker_properties(cls, properties: Mapping[str, str]) -> "LogConfig":
+    def from_broker_properties(cls, properties: Mapping[str, str]) -> LogConfig:
         """Broker defaults from server.properties names (``log.retention.hours`` etc.)."""
         overrides: dict[str, str] = {}
         for broker_name, topic_name in BROKER_TO_TOPIC_NAMES.items():
@@ -348,7 +349,7 @@ class BrokerConfig:
     unknown: tuple[str, ...] = ()
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str]) -> "BrokerConfig":
+    def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
         """Build from parsed properties; bad values raise ConfigError naming the key."""
         changes: dict[str, Any] = {}
         unknown: list[str] = []
@@ -383,7 +384,7 @@ class BrokerConfig:
         return config
 
     @classmethod
-    def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> "BrokerConfig":
+    def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
         properties = load_properties(path)
         properties.update(overrides or {})
         return cls.from_properties(properties)

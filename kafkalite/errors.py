@@ -467,7 +467,8 @@ class GroupMaxSizeReachedError(BrokerResponseError):
 class FencedInstanceIdError(BrokerResponseError):
     errno = 82
     message = "FENCED_INSTANCE_ID"
-    description = "The broker rejected this static consumer since another consumer with the same group.instance.id has registered."
+    description = ("The broker rejected this static consumer since another consumer with the same "
+                   "group.instance.id has registered.")
     http_status = 409
 
 

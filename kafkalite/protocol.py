@@ -46,8 +46,9 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kafkalite import errors
 from kafkalite.errors import BrokerResponseError, InvalidRequestError
@@ -159,6 +160,7 @@ class FrameReader:
         return self.data[start:start + length]
 
     def count(self, minimum_item_bytes: int) -> int:
+        value: int
         (value,) = self.unpack(_INT32)
         remaining = len(self.data) - self.position
         if value < 0 or value * minimum_item_bytes > remaining:
@@ -209,14 +211,16 @@ class ProduceResult:
 def encode_produce_request(request: ProduceRequest) -> list[bytes | bytearray | memoryview]:
     """The frame as a list of pieces (record batches are not copied)."""
     pieces: list[bytes | bytearray | memoryview] = [
-        _PRODUCE_HEAD.pack(request.acks, request.timeout_ms, request.producer_id) + _INT32.pack(len(request.partitions))]
+        _PRODUCE_HEAD.pack(request.acks, request.timeout_ms, request.producer_id)
+        + _INT32.pack(len(request.partitions))]
     for item in request.partitions:
         pieces.append(_string(item.topic) + _INT32.pack(item.partition) + _INT32.pack(len(item.records)))
         pieces.append(item.records)
     return pieces
 
 
-def decode_produce_request(data: bytes | bytearray | memoryview, max_partition_bytes: int | None = None) -> ProduceRequest:
+def decode_produce_request(data: bytes | bytearray | memoryview,
+                           max_partition_bytes: int | None = None) -> ProduceRequest:
     reader = FrameReader(data)
     acks, timeout_ms, producer_id = reader.unpack(_PRODUCE_HEAD)
     count = reader.count(10)
@@ -486,9 +490,9 @@ def require(body: Any, name: str, kind: type | tuple[type, ...], default: Any = 
             raise InvalidRequestError(f"missing field {name!r}")
         return default
     value = _typed(body[name], kind if isinstance(kind, tuple) else (kind,), f"field {name!r}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise InvalidRequestError(f"field {name!r} must be in [{minimum}, {maximum}], got {value}")
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            (minimum is not None and value < minimum) or (maximum is not None and value > maximum)):
+        raise InvalidRequestError(f"field {name!r} must be in [{minimum}, {maximum}], got {value}")
     return value
 
 
@@ -550,7 +554,7 @@ def parse_acks(value: Any) -> int:
             raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}") from None
     if value not in (0, 1, -1):
         raise errors.InvalidRequiredAcksError(f"acks must be 0, 1, -1 or all, got {value!r}")
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -566,7 +570,7 @@ class BrokerEndpoint:
         return {"id": self.broker_id, "host": self.host, "port": self.port, "rack": self.rack}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "BrokerEndpoint":
+    def from_json(cls, body: Mapping[str, Any]) -> BrokerEndpoint:
         return cls(int(body["id"]), str(body["host"]), int(body["port"]), body.get("rack"))
 
     @property
@@ -590,7 +594,7 @@ class PartitionMetadata:
                 "error_code": self.error_code}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "PartitionMetadata":
+    def from_json(cls, body: Mapping[str, Any]) -> PartitionMetadata:
         return cls(int(body["partition"]), int(body["leader"]), int(body.get("leader_epoch", -1)),
                    [int(x) for x in body.get("replicas", [])], [int(x) for x in body.get("isr", [])],
                    [int(x) for x in body.get("offline_replicas", [])], int(body.get("error_code", 0)))
@@ -609,7 +613,7 @@ class TopicMetadata:
                 "topic_id": self.topic_id, "partitions": [partition.to_json() for partition in self.partitions]}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "TopicMetadata":
+    def from_json(cls, body: Mapping[str, Any]) -> TopicMetadata:
         return cls(str(body["name"]), [PartitionMetadata.from_json(item) for item in body.get("partitions", [])],
                    int(body.get("error_code", 0)), bool(body.get("is_internal", False)), str(body.get("topic_id", "")))
 
@@ -629,7 +633,7 @@ class ClusterMetadata:
                 "topics": [topic.to_json() for topic in self.topics]}
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "ClusterMetadata":
+    def from_json(cls, body: Mapping[str, Any]) -> ClusterMetadata:
         return cls(str(body.get("cluster_id", "")), int(body.get("controller_id", -1)),
                    [BrokerEndpoint.from_json(item) for item in body.get("brokers", [])],
                    [TopicMetadata.from_json(item) for item in body.get("topics", [])])

@@ -92,8 +92,9 @@ import time
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -353,7 +354,7 @@ class Subscription:
     partitions: tuple[TopicPartition, ...] = ()
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "Subscription":
+    def parse(cls, options: Mapping[str, str]) -> Subscription:
         given = [key for key in ("subscribe", "subscribepattern", "assign") if key in options]
         if len(given) != 1:
             names = ", ".join(spark_name(key) for key in given) or "none"
@@ -475,7 +476,7 @@ class SourceOptions:
     max_records_per_partition: int | None = None
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], streaming: bool | None) -> "SourceOptions":
+    def parse(cls, raw: Mapping[str, str], streaming: bool | None) -> SourceOptions:
         """Validate ``raw``; ``streaming`` None checks everything that does not depend on the
         kind of query (what ``load()`` can check before Spark says which it is)."""
         options = _lowercase(raw)
@@ -522,7 +523,7 @@ class SinkOptions:
     linger_ms: int = 5
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], streaming: bool) -> "SinkOptions":
+    def parse(cls, raw: Mapping[str, str], streaming: bool) -> SinkOptions:
         options = _lowercase(raw)
         _check_known(options, _SINK_KEYS, "streaming sink" if streaming else "batch sink")
         topic = options.get("topic", "").strip() or None
@@ -635,13 +636,15 @@ class ClusterClient:
     def _list_offsets(self, query: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
         from kafkalite.errors import UnknownTopicOrPartitionError
 
+        answers: dict[TopicPartition, Any]
         try:
-            return self.admin.list_offsets(query)  # type: ignore[no-any-return]
+            answers = self.admin.list_offsets(query)
         except UnknownTopicOrPartitionError:
             # the admin client's cached metadata may predate partitions added since: start afresh
             self.admin.close()
             self.admin = self._connect()
-            return self.admin.list_offsets(query)  # type: ignore[no-any-return]
+            answers = self.admin.list_offsets(query)
+        return answers
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         """Current partitions of the subscription, sorted (missing topics have none)."""
@@ -654,7 +657,7 @@ class ClusterClient:
             described = [topic for topic in self.admin.describe_topics(None)
                          if pattern.fullmatch(topic["name"]) and not topic.get("is_internal")
                          and not topic["name"].startswith("__")]
-        result = []
+        result: list[TopicPartition] = []
         for topic in described:
             if topic.get("error_code"):
                 if subscription.kind == "subscribe" and topic["name"] not in self._warned_missing:
@@ -701,7 +704,7 @@ class ClusterClient:
         wanted = list(partitions)
         if not wanted:
             return {}
-        answers = self._list_offsets({tp: timestamp for tp in wanted})
+        answers = self._list_offsets(dict.fromkeys(wanted, timestamp))
         return {tp: answers[tp].offset for tp in wanted}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
@@ -729,7 +732,7 @@ class ClusterClient:
         if spec.kind == "latest":
             return self.latest(partitions)
         if spec.kind == "timestamp":
-            wanted = {tp: spec.timestamp for tp in partitions}
+            wanted = dict.fromkeys(partitions, spec.timestamp)
         else:
             given = spec.by_partition
             missing = sorted(set(partitions) - set(given))
@@ -909,7 +912,7 @@ class ArrowBatchDecoder:
         millis: list[pa.Array] = []
         log_append = bool(batch.attributes & ATTR_TIMESTAMP_TYPE)
         for run in runs:
-            count = run.count
+            count = run.record_count
             records = pa.Array.from_buffers(pa.binary(run.stride), count,
                                             [None, buffer.slice(run.start, count * run.stride)])
             for at, length, out in ((run.key_at, run.key_length, keys), (run.value_at, run.value_length, values)):
@@ -923,7 +926,7 @@ class ArrowBatchDecoder:
                                                 else batch.base_timestamp + run.timestamp_delta), count))
             else:
                 millis.append(pc.add(pa.array(run_timestamp_deltas(run), _INT64), _scalar(batch.base_timestamp)))
-        total = sum(run.count for run in runs)
+        total = sum(run.record_count for run in runs)
         return {"key": pa.concat_arrays(keys), "value": pa.concat_arrays(values),
                 "offset": pa.concat_arrays(offsets), "timestamp": self._timestamps(pa.concat_arrays(millis)),
                 "headers": pa.nulls(total, _HEADERS_TYPE)}
@@ -1016,8 +1019,8 @@ def read_offset_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
 
 def _after_out_of_range(consumer: Any, tp: TopicPartition, position: int, part: OffsetRangePartition) -> int:
     """Where to go on after the broker said ``position`` is out of range."""
-    begin = consumer.beginning_offsets([tp])[tp]
-    end = consumer.end_offsets([tp])[tp]
+    begin: int = consumer.beginning_offsets([tp])[tp]
+    end: int = consumer.end_offsets([tp])[tp]
     if position < begin:
         report_data_loss(part.settings.fail_on_data_loss,
                          f"cannot read offsets [{position}, {min(begin, part.until_offset)}) of "
@@ -1243,7 +1246,7 @@ class SinkColumns:
     headers: bool = False
 
     @classmethod
-    def check(cls, schema: StructType, topic_option: str | None) -> "SinkColumns":
+    def check(cls, schema: StructType, topic_option: str | None) -> SinkColumns:
         fields = {item.name.lower(): item.dataType for item in schema.fields}
 
         def text_or_binary(name: str) -> bool:
@@ -1270,9 +1273,10 @@ class SinkColumns:
         headers = "headers" in fields
         if headers:
             data_type = fields["headers"]
-            ok = isinstance(data_type, ArrayType) and isinstance(data_type.elementType, StructType)
-            if ok:
-                inner = {item.name: item.dataType for item in data_type.elementType.fields}
+            element = data_type.elementType if isinstance(data_type, ArrayType) else None
+            ok = isinstance(element, StructType)
+            if isinstance(element, StructType):
+                inner = {item.name: item.dataType for item in element.fields}
                 ok = set(inner) == {"key", "value"} and isinstance(inner["key"], StringType) \
                     and isinstance(inner["value"], BinaryType)
             if not ok:
@@ -1287,7 +1291,8 @@ SinkRow = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, by
 def _binary_list(column: pa.Array, is_string: bool) -> list[bytes | None]:
     if is_string:
         column = column.cast(pa.binary())
-    return column.to_pylist()  # type: ignore[no-any-return]
+    values: list[bytes | None] = column.to_pylist()
+    return values
 
 
 def arrow_rows(batch: pa.RecordBatch, columns: SinkColumns, topic_option: str | None) -> list[SinkRow]:

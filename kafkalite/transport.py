@@ -45,7 +45,8 @@ import os
 import struct
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import aiohttp
 
@@ -54,8 +55,8 @@ from kafkalite.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaliteError,
-    MessageSizeTooLargeError,
     KafkaTimeoutError,
+    MessageSizeTooLargeError,
     UnknownServerError,
 )
 
@@ -124,8 +125,8 @@ class PipelinedConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self._transport.write(
+        self._transport = stream = cast(asyncio.Transport, transport)  # a stream connection's transport
+        stream.write(
             f"GET {protocol.CHANNEL} HTTP/1.1\r\nHost: {self.address}\r\nUser-Agent: kafkalite/{self._client_id}\r\n"
             f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
             f"Sec-WebSocket-Key: {self._key.decode('ascii')}\r\n\r\n".encode("latin-1"))
@@ -168,7 +169,7 @@ class PipelinedConnection(asyncio.Protocol):
         """Wait for the broker to accept the channel (the WebSocket handshake)."""
         try:
             await asyncio.wait_for(asyncio.shield(self._handshake), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.close(f"{self.address} did not open a channel within {timeout:.1f} s")
             raise KafkaConnectionError(f"connecting to {self.address} timed out") from None
 
@@ -431,7 +432,7 @@ class AsyncTransport:
         failed = self._failed_at.get(address)
         if failed is None:
             return 0.0
-        backoff = min(_RECONNECT_BACKOFF_S * 2 ** (self._failures_in_row.get(address, 1) - 1),
+        backoff = min(_RECONNECT_BACKOFF_S * 2.0 ** (self._failures_in_row.get(address, 1) - 1),
                       _RECONNECT_BACKOFF_MAX_S)
         return max(0.0, failed + backoff - time.monotonic())
 
@@ -551,7 +552,7 @@ class AsyncTransport:
                                                                    self.note_failure),
                                        host.strip("[]") or "127.0.0.1", port),
                 self.connect_timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise KafkaConnectionError(f"connecting to {address} timed out") from None
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {address}: {exc.strerror or exc}") from None
@@ -592,7 +593,7 @@ class AsyncTransport:
                 raise _error_from(response.status, payload)
         except BrokerResponseError:
             raise
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             self.note_failure(address)
             raise KafkaTimeoutError(f"{method} {url} timed out after {total:.1f} s") from exc
         except (aiohttp.ClientError, OSError) as exc:

@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (unit and integration, with real ZooKeeper and broker processes).
+# Runs the whole test suite: ruff (lint, rules in pyproject.toml), mypy --strict (setup.cfg [mypy]), then
+# pytest (unit and integration, with real ZooKeeper and broker processes); the first that fails stops it.
 # Installs what it needs first (scripts/install.sh). Extra arguments go to pytest.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/scripts/install.sh" --spark
 cd "$here"
+echo "ruff check kafkalite pyspark_kafkalite tests scripts"
+if ! .venv/bin/python -m ruff check --quiet kafkalite pyspark_kafkalite tests scripts; then
+  echo "Error: ruff found the problems above; fix them before the tests run" >&2
+  exit 1
+fi
+echo "mypy --strict kafkalite pyspark_kafkalite"
+if ! .venv/bin/python -m mypy; then
+  echo "Error: mypy found the type errors above; fix them before the tests run" >&2
+  exit 1
+fi
 exec .venv/bin/python -m pytest "$@"

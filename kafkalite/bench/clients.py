@@ -20,8 +20,8 @@ import pstats
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
 from kafkalite.bench.local_cluster import start_cluster
@@ -124,11 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kafkalite-bench-") as directory:
         zookeeper, cluster = start_cluster(Path(directory), 1)
         try:
-            print(f"1 broker at {cluster.bootstrap}; {args.records:,} records of {VALUE_SIZE} bytes", flush=True)  # type: ignore[attr-defined]
-            bench(cluster.bootstrap, args.records, args.profile)  # type: ignore[attr-defined]
+            print(f"1 broker at {cluster.bootstrap}; {args.records:,} records of {VALUE_SIZE} bytes", flush=True)
+            bench(cluster.bootstrap, args.records, args.profile)
         finally:
-            cluster.stop()  # type: ignore[attr-defined]
-            zookeeper.stop()  # type: ignore[attr-defined]
+            cluster.stop()
+            zookeeper.stop()
     return 0
 
 

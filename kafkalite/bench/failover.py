@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,8 @@ def measure_controlled_shutdown(cluster: Any, directory: Path, throughput: float
     """(sent, send errors, longest stall after SIGTERM, longest stall overall, shutdown seconds)."""
     victim = _leader(cluster)
     observer = next(broker_id for broker_id in sorted(cluster.brokers) if broker_id != victim)
-    producer = verifiable.VerifiableProducer(cluster.bootstrap, TOPIC, directory / f"producer-{uuid.uuid4().hex[:6]}.err",
+    producer = verifiable.VerifiableProducer(cluster.bootstrap, TOPIC,
+                                             directory / f"producer-{uuid.uuid4().hex[:6]}.err",
                                              max_messages=1_000_000, throughput=throughput,
                                              value_prefix=f"cs-{uuid.uuid4().hex[:6]}")
     try:
@@ -122,8 +124,8 @@ def measure_controlled_shutdown(cluster: Any, directory: Path, throughput: float
     times = sorted(int(event["time_ms"]) for event in events if event.get("name") == "producer_send_success")
     after = [stamp for stamp in times if stamp >= terminated_ms]
     window = [terminated_ms, *after]
-    stall_after = max((later - earlier for earlier, later in zip(window, window[1:])), default=0.0) / 1000
-    stall_overall = max((later - earlier for earlier, later in zip(times, times[1:])), default=0.0) / 1000
+    stall_after = max((later - earlier for earlier, later in pairwise(window)), default=0.0) / 1000
+    stall_overall = max((later - earlier for earlier, later in pairwise(times)), default=0.0) / 1000
     tool_data: dict[str, Any] = next((event for event in events if event.get("name") == "tool_data"), {})
     errors = sum(1 for event in events if event.get("name") == "producer_send_error")
     _restore(cluster, victim, observer)

@@ -24,7 +24,8 @@ import argparse
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafkalite.client.fetcher import decode_records
 from kafkalite.client.types import ConsumerRecord
@@ -42,7 +43,7 @@ class _Future:
         self.timestamp = timestamp
         self.callbacks: list[Any] | None = None
 
-    def add_callback(self, function: Callable[..., Any], *args: Any) -> "_Future":
+    def add_callback(self, function: Callable[..., Any], *args: Any) -> _Future:
         self.callbacks = [(function, args)]
         return self
 
@@ -120,7 +121,7 @@ def poll_floor(count: int, rounds: int) -> tuple[float, float, float]:
 
     def slice_and_build() -> float:
         began = time.perf_counter()
-        records = []
+        records: list[ConsumerRecord] = []
         append = records.append
         position = 0
         for offset in range(count):

@@ -81,7 +81,7 @@ def bench_decode(bootstrap: str, topic: str, partitions: int) -> None:
 
 def bench_spark(bootstrap: str, topic: str, runs: int, warmups: int) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from kafkalite.spark import register
 
@@ -91,7 +91,7 @@ def bench_spark(bootstrap: str, topic: str, runs: int, warmups: int) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     try:
-        def frame():  # type: ignore[no-untyped-def]
+        def frame() -> DataFrame:
             return (spark.read.format("kafkalite").option("kafkalite.bootstrap.servers", bootstrap)
                     .option("subscribe", topic).load())
 
@@ -133,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kafkalite-spark-bench-") as directory:
         zookeeper, cluster = start_cluster(Path(directory), 1)
         try:
-            bootstrap = cluster.bootstrap  # type: ignore[attr-defined]
+            bootstrap = cluster.bootstrap
             fill_topic(bootstrap, topic, args.partitions, args.records)
             bench_decode(bootstrap, topic, args.partitions)
             bench_spark(bootstrap, topic, args.runs, args.warmups)
         finally:
-            cluster.stop()  # type: ignore[attr-defined]
-            zookeeper.stop()  # type: ignore[attr-defined]
+            cluster.stop()
+            zookeeper.stop()
     return 0
 
 

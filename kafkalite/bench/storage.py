@@ -138,7 +138,9 @@ def header_read_latencies(partition_log: PartitionLog, samples: int) -> list[flo
     for _ in range(samples):
         offset = generator.randrange(start, end)
         segment = partition_log.segments[bisect.bisect_right(partition_log._base_offsets, offset) - 1]
-        targets.append((segment._fd, segment.position_of(offset)))
+        position = segment.position_of(offset)
+        assert position is not None  # the offset is inside the log
+        targets.append((segment._fd, position))
     latencies = []
     pread = os.pread
     for descriptor, position in targets:

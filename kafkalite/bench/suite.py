@@ -54,10 +54,11 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Sequence
+from typing import Any
 
 from kafkalite.tools.common import ToolArgumentParser
 
@@ -114,7 +115,7 @@ class Sizes:
     p5_reserve_seconds: float
 
     @classmethod
-    def for_mode(cls, quick: bool) -> "Sizes":
+    def for_mode(cls, quick: bool) -> Sizes:
         """The sizes of a full run or of ``--quick``."""
         if quick:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
@@ -408,7 +409,7 @@ def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wa
         row, _ = produce_row(runner, "P1 send(), 1 broker, RF=1, acks=1", 1_000_000,
                              producer_arguments(send_topic, sizes.p1_send, bootstrap, "1", 256 * 1024, False))
         rows.append(row)
-        row, bulk_run = produce_row(runner, "P1 send_batch() (--bulk), 1 broker, RF=1, acks=1", 1_000_000,
+        row, _ = produce_row(runner, "P1 send_batch() (--bulk), 1 broker, RF=1, acks=1", 1_000_000,
                                     producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True))
         rows.append(row)
     if "P3" in wanted:

@@ -14,8 +14,9 @@ import asyncio
 import logging
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kafkalite import protocol
 from kafkalite.broker import assignment

@@ -16,8 +16,8 @@ Thread-safety: pure functions; the only state is the ``random.Random`` a caller 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from kafkalite.errors import (
     InvalidPartitionsError,

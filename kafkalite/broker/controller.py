@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kafkalite.broker import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient
+from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient, ZooKeeperTransaction
 from kafkalite.errors import (
     KafkaliteError,
     NotControllerError,
@@ -198,7 +198,7 @@ class Controller:
         # that could hang while ZooKeeper is unreachable.
 
     # -- fenced writes ------------------------------------------------------------------------
-    def _fenced(self):  # type: ignore[no-untyped-def]
+    def _fenced(self) -> ZooKeeperTransaction:
         transaction = self.zookeeper.transaction()
         transaction.check(znodes.CONTROLLER_EPOCH_PATH, self.epoch_version)
         return transaction

@@ -1,8 +1,8 @@
 """Follower replication: one fetch loop per source broker, as Kafka's replica fetcher threads.
 
-A :class:`ReplicaFetcher` repeatedly sends, on its binary channel to the leader, one long-poll fetch (marked with this broker's id as
-``replica_id``) for every partition it follows from one leader, starting at each local log end
-offset and carrying the epoch of the last fetched batch. The leader answers with batches to
+A :class:`ReplicaFetcher` repeatedly sends, on its binary channel to the leader, one long-poll fetch
+(marked with this broker's id as ``replica_id``) for every partition it follows from one leader, starting
+at each local log end offset and carrying the epoch of the last fetched batch. The leader answers with batches to
 append unchanged, its high watermark (adopted up to the local log end), or — when the local log
 diverged from the leader's lineage — the epoch and end offset to truncate to (Kafka's KIP-101 /
 KIP-279 rule, folded into fetch as in later Kafka versions). Partitions move between fetchers
@@ -34,7 +34,7 @@ REPLICA_CHANNEL = "replica"
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(self, manager: "FetcherManager", leader_id: int) -> None:
+    def __init__(self, manager: FetcherManager, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -142,7 +142,7 @@ class ReplicaFetcher:
 class FetcherManager:
     """Assigns followed partitions to per-leader fetchers."""
 
-    def __init__(self, replica_manager: "ReplicaManager") -> None:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
         self.replica_manager = replica_manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # This broker's epoch (the czxid of its registration), sent with every fetch: leaders

@@ -106,7 +106,7 @@ def _unb64(value: Any, what: str) -> bytes:
 class GroupCoordinator:
     """Groups coordinated by this broker. See the module docstring."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
         self.groups: dict[str, Group] = {}
@@ -299,7 +299,8 @@ class GroupCoordinator:
                 f"{OFFSETS_TOPIC} needs offsets.topic.replication.factor={config.offsets_topic_replication_factor} "
                 f"live brokers, {live} are alive")
         topic = NewTopic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
-                         configs={"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)})
+                         configs={"cleanup.policy": "compact",
+                                  "segment.bytes": str(config.offsets_topic_segment_bytes)})
         try:
             await self.broker.admin.create_topic(topic, wait_ms=5000, internal=True)
         except TopicAlreadyExistsError:
@@ -345,7 +346,8 @@ class GroupCoordinator:
             return _err(CoordinatorNotAvailableError(f"group {group_id} is being removed"), member_id=member_id)
         if not group.supports(protocol_type, protocols):
             return _err(InconsistentGroupProtocolError(
-                f"group {group_id} uses protocol type {group.protocol_type} with {sorted(group.candidate_protocols())}"),
+                f"group {group_id} uses protocol type {group.protocol_type} "
+                f"with {sorted(group.candidate_protocols())}"),
                 member_id=member_id)
         host = str(body.get("_client_host", ""))
         deadline = loop.time() + session_timeout / 1000
@@ -365,12 +367,12 @@ class GroupCoordinator:
                         member_id=member_id)
         if member_id in group.pending_members:
             del group.pending_members[member_id]
-            member = Member(member_id, instance_id, client_id, host, session_timeout, rebalance_timeout,
+            joined = Member(member_id, instance_id, client_id, host, session_timeout, rebalance_timeout,
                             protocol_type, protocols, deadline=deadline)
-            group.members[member_id] = member
+            group.members[member_id] = joined
             if instance_id:
                 group.static_members[instance_id] = member_id
-            return await self._park_join(group, member, trigger=True)
+            return await self._park_join(group, joined, trigger=True)
         member = group.members.get(member_id)
         if member is None:
             return _err(UnknownMemberIdError(f"group {group_id} has no member {member_id}"), member_id=member_id)
@@ -434,7 +436,7 @@ class GroupCoordinator:
         timeout = member.rebalance_timeout_ms / 1000 + 5
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _err(RebalanceInProgressError("the rebalance did not complete in time"))
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
@@ -569,7 +571,7 @@ class GroupCoordinator:
             asyncio.get_running_loop().create_task(self._store_assignment(group, generation, assignments))
         try:
             return await asyncio.wait_for(asyncio.shield(future), max(group.rebalance_timeout_ms, 1000) / 1000 + 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _err(RebalanceInProgressError("the group's assignment did not arrive in time"))
 
     async def _store_assignment(self, group: Group, generation: int, assignments: dict[str, bytes]) -> None:

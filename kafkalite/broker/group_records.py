@@ -42,19 +42,19 @@ class _Writer:
     def __init__(self) -> None:
         self.parts: list[bytes] = []
 
-    def int16(self, value: int) -> "_Writer":
+    def int16(self, value: int) -> _Writer:
         self.parts.append(_INT16.pack(value))
         return self
 
-    def int32(self, value: int) -> "_Writer":
+    def int32(self, value: int) -> _Writer:
         self.parts.append(_INT32.pack(value))
         return self
 
-    def int64(self, value: int) -> "_Writer":
+    def int64(self, value: int) -> _Writer:
         self.parts.append(_INT64.pack(value))
         return self
 
-    def string(self, value: str | None) -> "_Writer":
+    def string(self, value: str | None) -> _Writer:
         if value is None:
             self.parts.append(_INT16.pack(-1))
         else:
@@ -62,7 +62,7 @@ class _Writer:
             self.parts.append(_INT16.pack(len(encoded)) + encoded)
         return self
 
-    def blob(self, value: bytes) -> "_Writer":
+    def blob(self, value: bytes) -> _Writer:
         self.parts.append(_INT32.pack(len(value)) + value)
         return self
 

@@ -28,9 +28,10 @@ import json
 import logging
 import re
 import struct
+from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -193,7 +194,7 @@ def openapi_document() -> bytes:
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
-def build_app(broker: "Broker") -> web.Application:
+def build_app(broker: Broker) -> web.Application:
     """The aiohttp application serving ``broker``'s API."""
     app = web.Application(middlewares=[error_middleware], client_max_size=broker.config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
@@ -233,7 +234,7 @@ def build_app(broker: "Broker") -> web.Application:
 class BrokerApi:
     """Request handlers (decode → service → encode)."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._channels: set[asyncio.Task[Any]] = set()
 
@@ -284,7 +285,7 @@ class BrokerApi:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
-    async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
+    async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
         fetch_request = protocol.decode_fetch_request(body)
         if fetch_request.is_from_follower:  # only a broker, with its current epoch, fetches as a replica
             await self.broker.verify_broker_epoch(fetch_request.replica_id, fetch_request.replica_epoch,
@@ -327,6 +328,7 @@ class BrokerApi:
                                                f"socket.request.max.bytes={limit}")
             api = _UINT16.unpack_from(data)[0]
             body = memoryview(data)[2:]
+            pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
                 status, pieces = await self._produce(body)
             elif api == _CHANNEL_FETCH:
@@ -528,7 +530,7 @@ def _headers(record: dict[str, Any], index: int) -> list[tuple[str, bytes | None
     return decoded
 
 
-def render_headers(headers: list[tuple[str, bytes | None]]) -> list[list[str | None]]:
+def render_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[list[str | None]]:
     """Headers for JSON: ``[key, value]`` pairs in record order (duplicate keys kept); values are
     text (bytes that are not UTF-8 are decoded with replacement characters)."""
     return [[key, None if value is None else value.decode("utf-8", "replace")] for key, value in headers]

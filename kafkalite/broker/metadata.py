@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 from kafkalite.coord import znodes
 from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient
@@ -156,7 +157,7 @@ class MetadataCache:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return predicate()
         return True
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from kafkalite.broker.producer_state import ProducerStateManager
 from kafkalite.errors import (
@@ -201,7 +201,7 @@ class Partition:
             if current_leader_epoch > self.leader_epoch:
                 raise UnknownLeaderEpochError(f"{self.name}: epoch {current_leader_epoch} > {self.leader_epoch}")
 
-    def append_as_leader(self, records: bytes | memoryview, required_acks: int) -> AppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
         self.check_leader()
         min_isr = self.log.config.min_insync_replicas
         if required_acks == -1 and len(self.isr) < min_isr:
@@ -220,7 +220,7 @@ class Partition:
         return info
 
     @staticmethod
-    def _idempotent_batch(records: bytes | memoryview) -> RecordBatch | None:
+    def _idempotent_batch(records: bytes | bytearray | memoryview) -> RecordBatch | None:
         """The batch of an idempotent producer (one per partition per request), else None."""
         try:
             first = RecordBatch(records, 0)
@@ -232,7 +232,7 @@ class Partition:
             raise InvalidRecordError("an idempotent producer sends exactly one batch per partition per request")
         return first
 
-    def record_replicated(self, records: bytes | memoryview) -> None:
+    def record_replicated(self, records: bytes | bytearray | memoryview) -> None:
         """Keep producer state current on a follower from the batches it just appended."""
         for batch in iter_batches(records):
             if batch.producer_id >= 0:

@@ -19,8 +19,9 @@ Concurrency: event-loop only (the owning Partition serialises access).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
 

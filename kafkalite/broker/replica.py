@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kafkalite import protocol
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
@@ -54,7 +54,7 @@ TOPIC_ID_FILE = "partition.metadata"
 _NEVER_FLUSH = (1 << 63) - 1
 
 
-def _release(waiter: "asyncio.Future[None]") -> None:
+def _release(waiter: asyncio.Future[None]) -> None:
     """A long poll's deadline: let the fetch answer with what it has."""
     if not waiter.done():
         waiter.set_result(None)

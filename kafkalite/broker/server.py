@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -351,6 +352,7 @@ class Broker:
         """Serve another broker's controlled shutdown: only that broker, with its current epoch,
         may ask (Kafka's rule); returns the partitions it still leads."""
         await self.verify_broker_epoch(broker_id, broker_epoch, "a controlled shutdown", authoritative=True)
+        assert broker_epoch is not None  # verify_broker_epoch refuses a missing one
         return await self.controller.controlled_shutdown(broker_id, broker_epoch)
 
     async def verify_broker_epoch(self, broker_id: int, broker_epoch: int | None, what: str,
@@ -529,7 +531,9 @@ class Broker:
             endpoint = self.metadata.endpoint(self.metadata.controller_id)
             if endpoint is None:
                 raise NotControllerError("no controller is known right now")
-            return await self.transport.request_json(endpoint.address, "POST", protocol.ELECT_LEADERS, body)
+            answer: dict[str, Any] = await self.transport.request_json(endpoint.address, "POST",
+                                                                       protocol.ELECT_LEADERS, body)
+            return answer
         outcome = await self.controller.elect_preferred(partitions)
         return {"partitions": [{"topic": topic, "partition": number, "result": result}
                                for (topic, number), result in sorted(outcome.items())]}
@@ -565,7 +569,8 @@ class Broker:
             for partition, indexes in sorted(by_partition.items())])
         answers: list[dict[str, Any]] = [{} for _ in records]
         for partition_request in request.partitions:
-            leader = next(item.leader for item in topic_metadata.partitions if item.partition == partition_request.partition)
+            leader = next(item.leader for item in topic_metadata.partitions
+                          if item.partition == partition_request.partition)
             single = protocol.ProduceRequest(acks, request.timeout_ms, [partition_request])
             if leader == self.config.broker_id:
                 results = await self.replica_manager.produce(single)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from kafkalite.errors import IllegalStateError, KafkaTimeoutError
 
@@ -32,7 +33,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is an optional extra
         return asyncio.new_event_loop()
-    return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    return uvloop.new_event_loop()
 
 
 class LoopThread:

@@ -42,7 +42,8 @@ import operator
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kafkalite.client.types import BatchMetadata, RecordMetadata, TopicPartition
 from kafkalite.errors import IllegalStateError, KafkaliteError, KafkaTimeoutError
@@ -120,12 +121,12 @@ class BatchResult:
         self.error = error
         self._finish()
 
-    def add_callback(self, callback: Callable[["BatchResult"], None]) -> None:
+    def add_callback(self, callback: Callable[[BatchResult], None]) -> None:
         """Call ``callback(self)`` on completion (at once, here, when already complete)."""
         if not self._register(None, callback, None):
             callback(self)
 
-    def _register(self, record: "RecordFuture | None", function: Callable[..., Any], on_success: bool | None) -> bool:
+    def _register(self, record: RecordFuture | None, function: Callable[..., Any], on_success: bool | None) -> bool:
         """Keep one callback for completion; False when the batch is already complete."""
         with self._lock:
             if self.done:
@@ -148,7 +149,7 @@ class BatchResult:
             event = self._event
         return event.wait(timeout)
 
-    def future(self) -> "asyncio.Future[BatchResult]":
+    def future(self) -> asyncio.Future[BatchResult]:
         """An asyncio future of the running loop (which must be the sender's loop)."""
         with self._lock:
             if self._future is None:
@@ -214,21 +215,21 @@ class RecordFuture:
             raise batch.error
         return self._metadata()
 
-    def add_callback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "RecordFuture":
+    def add_callback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
         call = functools.partial(function, *args, **kwargs) if args or kwargs else function
         batch = self._batch
         if not batch._register(self, call, True) and batch.error is None:
             call(self._metadata())
         return self
 
-    def add_errback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "RecordFuture":
+    def add_errback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
         call = functools.partial(function, *args, **kwargs) if args or kwargs else function
         batch = self._batch
         if not batch._register(self, call, False) and batch.error is not None:
             call(batch.error)
         return self
 
-    def add_both(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> "RecordFuture":
+    def add_both(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
         self.add_callback(function, *args, **kwargs)
         return self.add_errback(function, *args, **kwargs)
 
@@ -516,7 +517,7 @@ class RecordAccumulator:
                 return False
             try:
                 await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return False
 
     def _release(self, batch: ProducerBatch) -> None:
@@ -568,7 +569,8 @@ class RecordAccumulator:
             return True
         return state.retrying and bool(state.sent)
 
-    def drain(self, leaders: dict[TopicPartition, int], nodes: Iterable[int], now: float) -> dict[int, list[ProducerBatch]]:
+    def drain(self, leaders: dict[TopicPartition, int], nodes: Iterable[int],
+              now: float) -> dict[int, list[ProducerBatch]]:
         """Take the sendable batches for ``nodes``: one per partition, ≤ max_request_size each."""
         wanted = set(nodes)
         drained: dict[int, list[ProducerBatch]] = {}

@@ -52,7 +52,8 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -89,6 +90,7 @@ from kafkalite.errors import (
     NotCoordinatorError,
 )
 from kafkalite.transport import AsyncTransport
+
 
 class MemberInformation(NamedTuple):
     """One member of a described group (kafka-python's fields, then the instance id)."""
@@ -254,7 +256,8 @@ class AdminCore:
             if request.new_assignments is not None:
                 entry["assignment"] = request.new_assignments
             topics.append(entry)
-        answer = await self._call("POST", protocol.CREATE_PARTITIONS, {"topics": topics, "timeout_ms": timeout}, timeout)
+        answer = await self._call("POST", protocol.CREATE_PARTITIONS, {"topics": topics, "timeout_ms": timeout},
+                                  timeout)
         items = [{**item, "error_message": item.pop("message", None)} for item in answer.get("topics", [])]
         self._raise_first(({**item, "message": item["error_message"]} for item in items), raise_errors)
         self.metadata.request_update()
@@ -309,12 +312,13 @@ class AdminCore:
             wanted = None
             if resource.configs is not None:
                 wanted = set(resource.configs)
-            configs = {entry["name"]: {"value": entry.get("value"), "config_source": entry.get("source"),
-                                       "is_default": entry.get("is_default", False),
-                                       "read_only": entry.get("read_only", False)}
-                       for entry in item.get("configs", []) if wanted is None or entry["name"] in wanted}
+            configs: dict[str, Any] = {
+                entry["name"]: {"value": entry.get("value"), "config_source": entry.get("source"),
+                                "is_default": entry.get("is_default", False),
+                                "read_only": entry.get("read_only", False)}
+                for entry in item.get("configs", []) if wanted is None or entry["name"] in wanted}
             if item.get("error_code"):
-                configs = {"error_code": item["error_code"], "error_message": item.get("message")}  # type: ignore[dict-item]
+                configs = {"error_code": item["error_code"], "error_message": item.get("message")}
             result.setdefault(str(item.get("type")), {})[str(item.get("name"))] = configs
         return result
 
@@ -513,8 +517,8 @@ class AdminCore:
         for topic in answer.get("topics", []):
             for entry in topic.get("partitions", []):
                 if entry.get("error_code"):
-                    raise protocol.error_for(int(entry["error_code"]),
-                                             f"{topic.get('name')}-{entry.get('partition')}: {entry.get('message', '')}")
+                    raise protocol.error_for(int(entry["error_code"]), f"{topic.get('name')}-{entry.get('partition')}: "
+                                                                       f"{entry.get('message', '')}")
 
     async def delete_consumer_groups(self, group_ids: Sequence[str]) -> list[tuple[str, BrokerResponseError | None]]:
         if isinstance(group_ids, str):
@@ -543,7 +547,7 @@ class AdminCore:
                          *(TopicPartition(*tp) for tp in partitions or [])})
         if not wanted:
             return {}
-        ends = await self.list_offsets({tp: protocol.LATEST_TIMESTAMP for tp in wanted}, None, 0)
+        ends = await self.list_offsets(dict.fromkeys(wanted, protocol.LATEST_TIMESTAMP), None, 0)
         result = {}
         for tp in wanted:
             end = ends[tp].offset
@@ -629,11 +633,11 @@ class KafkaAdminClient:
                                                       _ISOLATION[isolation_level]))
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        answers = self.list_offsets({tp: protocol.LATEST_TIMESTAMP for tp in partitions})
+        answers = self.list_offsets(dict.fromkeys(partitions, protocol.LATEST_TIMESTAMP))
         return {tp: answer.offset for tp, answer in answers.items()}
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        answers = self.list_offsets({tp: protocol.EARLIEST_TIMESTAMP for tp in partitions})
+        answers = self.list_offsets(dict.fromkeys(partitions, protocol.EARLIEST_TIMESTAMP))
         return {tp: answer.offset for tp, answer in answers.items()}
 
     # -- consumer groups --
@@ -672,7 +676,7 @@ class KafkaAdminClient:
         finally:
             self._finalizer()
 
-    def __enter__(self) -> "KafkaAdminClient":
+    def __enter__(self) -> KafkaAdminClient:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

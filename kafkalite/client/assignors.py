@@ -52,8 +52,9 @@ import binascii
 import bisect
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from kafkalite.errors import ConfigError, InvalidRequestError
 
@@ -428,7 +429,7 @@ class _GeneralBalancer:
         self.previous_owner = previous_owner
         self.fresh: dict[str, dict[str, set[int]]] = {member: {} for member in members}
         self.kept: dict[str, dict[str, set[int]]] = {member: {} for member in members}
-        self.counts: dict[str, int] = {member: 0 for member in members}
+        self.counts: dict[str, int] = dict.fromkeys(members, 0)
         self._order: list[tuple[int, str]] = [(0, member) for member in sorted(members)]
 
     # -- state -----------------------------------------------------------------------------

@@ -56,8 +56,9 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -88,6 +89,9 @@ from kafkalite.transport import AsyncTransport
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPIC_PREFIX = "__"
+
+# commit_async's callback: (the offsets, the error or None)
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
 
 
 @dataclass
@@ -123,17 +127,18 @@ class ConsumerSettings:
     group_instance_id: str | None = None
     default_offset_commit_callback: Callable[[Any, Any], Any] | None = None
 
-    KNOWN = {"bootstrap_servers", "client_id", "group_id", "key_deserializer", "value_deserializer",
-             "fetch_max_wait_ms", "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes",
-             "request_timeout_ms", "retry_backoff_ms", "auto_offset_reset", "enable_auto_commit",
-             "auto_commit_interval_ms", "default_offset_commit_callback", "check_crcs", "isolation_level",
-             "allow_auto_create_topics", "metadata_max_age_ms", "partition_assignment_strategy",
-             "max_poll_records", "max_poll_interval_ms", "session_timeout_ms", "heartbeat_interval_ms",
-             "consumer_timeout_ms", "exclude_internal_topics", "group_instance_id", "client_rack",
-             "enable_incremental_fetch_sessions", "rebalance_timeout_ms"}
+    KNOWN: ClassVar[set[str]] = {
+        "bootstrap_servers", "client_id", "group_id", "key_deserializer", "value_deserializer", "fetch_max_wait_ms",
+        "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes", "request_timeout_ms", "retry_backoff_ms",
+        "auto_offset_reset", "enable_auto_commit", "auto_commit_interval_ms", "default_offset_commit_callback",
+        "check_crcs", "isolation_level", "allow_auto_create_topics", "metadata_max_age_ms",
+        "partition_assignment_strategy", "max_poll_records", "max_poll_interval_ms", "session_timeout_ms",
+        "heartbeat_interval_ms", "consumer_timeout_ms", "exclude_internal_topics", "group_instance_id", "client_rack",
+        "enable_incremental_fetch_sessions", "rebalance_timeout_ms"
+    }
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "ConsumerSettings":
+    def from_options(cls, options: dict[str, Any]) -> ConsumerSettings:
         options = dict(options)
         check_common_options(options, cls.KNOWN)
         reset = str(options.get("auto_offset_reset", "latest")).lower()
@@ -197,9 +202,15 @@ def _as_function(value: Any, name: str) -> Callable[[bytes], Any] | None:
     if value is None:
         return None
     if callable(value):
-        return value  # type: ignore[no-any-return]
+        function: Callable[[bytes], Any] = value
+        return function
     if hasattr(value, "deserialize"):
-        return lambda data, deserializer=value: deserializer.deserialize(None, data)
+        deserializer = value
+
+        def deserialize(data: bytes) -> Any:
+            return deserializer.deserialize(None, data)
+
+        return deserialize
     raise ConfigError(f"{name} must be callable")
 
 
@@ -313,7 +324,7 @@ class CallerThreadCallbacks(CallbackRunner):
             loop.call_soon_threadsafe(_settle, future, result, None)
 
 
-def _settle(future: "asyncio.Future[Any]", result: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():
         return
     if error is not None:
@@ -471,7 +482,7 @@ class ConsumerCore:
         self.metadata.all_topics = False
         self._apply_assignment(set())
 
-    def unsubscribe_in_background(self) -> "asyncio.Future[None]":
+    def unsubscribe_in_background(self) -> asyncio.Future[None]:
         """:meth:`unsubscribe` as a task (the asyncio consumer's non-blocking ``unsubscribe()``);
         without a group to leave it is done at once."""
         self._check_open()
@@ -601,20 +612,22 @@ class ConsumerCore:
             generations = {state.tp: state.generation for state in states}
             answers = await list_offsets(self.metadata, self.transport, {state.tp: timestamp for state in states},
                                          isolation_level=self.settings.isolation_level,
-                                         timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms,
+                                         timeout_ms=(timeout_ms if timeout_ms is not None
+                                                     else self.settings.request_timeout_ms),
                                          retry_backoff_ms=self.settings.retry_backoff_ms)
             for tp, (offset, _, _) in answers.items():
-                state = self.partitions.get(tp)
-                if state is not None and state.position is None and state.generation == generations[tp]:
-                    state.seek(offset)
+                current = self.partitions.get(tp)
+                if current is not None and current.position is None and current.generation == generations[tp]:
+                    current.seek(offset)
         if self.fetcher is not None:
             self.fetcher.wake()
 
     async def _positions_from_committed(self, states: list[PartitionState], timeout_ms: float | None) -> None:
         assert self.group is not None
         generations = {state.tp: state.generation for state in states}
-        committed = await self.group.committed([state.tp for state in states],
-                                               timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+        committed = await self.group.committed(
+            [state.tp for state in states],
+            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
         for tp, value in committed.items():
             state = self.partitions.get(tp)
             if state is None or state.position is not None or state.generation != generations.get(tp):
@@ -719,7 +732,7 @@ class ConsumerCore:
         self.fetcher.wake()
         try:
             await asyncio.wait_for(self.fetcher.data_ready.wait(), timeout=remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         return True
 
@@ -791,16 +804,19 @@ class ConsumerCore:
             query[TopicPartition(*tp)] = timestamp
         answers = await list_offsets(self.metadata, self.transport, query,
                                      isolation_level=self.settings.isolation_level,
-                                     timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+                                     timeout_ms=(timeout_ms if timeout_ms is not None
+                                                 else self.settings.request_timeout_ms))
         return {tp: (OffsetAndTimestamp(offset, timestamp, epoch) if offset >= 0 else None)
                 for tp, (offset, timestamp, epoch) in answers.items()}
 
-    async def offsets_at(self, partitions: Iterable[Any], which: int, timeout_ms: float | None) -> dict[TopicPartition, int]:
+    async def offsets_at(self, partitions: Iterable[Any], which: int,
+                         timeout_ms: float | None) -> dict[TopicPartition, int]:
         self._check_open()
         chosen = _partitions_arg(partitions)
-        answers = await list_offsets(self.metadata, self.transport, {tp: which for tp in chosen},
+        answers = await list_offsets(self.metadata, self.transport, dict.fromkeys(chosen, which),
                                      isolation_level=self.settings.isolation_level,
-                                     timeout_ms=timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
+                                     timeout_ms=(timeout_ms if timeout_ms is not None
+                                                 else self.settings.request_timeout_ms))
         return {tp: offset for tp, (offset, _, _) in answers.items()}
 
     async def topics(self) -> set[str]:
@@ -834,8 +850,8 @@ class ConsumerCore:
         await self.run_commit_callbacks()
         await group.commit(chosen, timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms)
 
-    def commit_in_background(self, offsets: Any,
-                             callback: Callable[..., Any] | None) -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+    def commit_in_background(self, offsets: Any, callback: Callable[..., Any] | None
+                             ) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit; ``callback(offsets, error_or_None)`` runs at the next poll/commit/close."""
         group = self._require_group("commit_async")
         chosen = self._commit_offsets(offsets)
@@ -928,11 +944,13 @@ class KafkaConsumer:
 
         With a ``group_id`` and a subscription, poll also joins the group and runs rebalances
         (the listener is called from here, on this thread)."""
-        return self._call(self._core.poll(timeout_ms, max_records))  # type: ignore[no-any-return]
+        records: dict[TopicPartition, list[ConsumerRecord]] = self._call(self._core.poll(timeout_ms, max_records))
+        return records
 
     def poll_batches(self, timeout_ms: float = 0) -> list[FetchedBatch]:
         """The bulk path: whole prefetched record batches (``.values()`` / ``.records()``)."""
-        return self._call(self._core.poll_batches(timeout_ms))  # type: ignore[no-any-return]
+        batches: list[FetchedBatch] = self._call(self._core.poll_batches(timeout_ms))
+        return batches
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -1009,24 +1027,24 @@ class KafkaConsumer:
         self._call(self._core.commit(offsets, timeout_ms))
 
     def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
-                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
-                     ) -> "concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]":
+                     callback: CommitCallback | None = None
+                     ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit without waiting. ``callback(offsets, exception_or_None)`` runs on this
         thread at the next poll(), commit() or close(); the returned future resolves to the offsets."""
         if self._closed:
             raise IllegalStateError("the consumer is closed")
 
-        async def start() -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+        async def start() -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
             return self._core.commit_in_background(offsets, callback)
 
         task = self._loop.run(start())
         result: concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]] = concurrent.futures.Future()
 
-        def relay(done: "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]") -> None:
+        def relay(done: asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]) -> None:
             if done.cancelled():
                 result.cancel()
             elif done.exception() is not None:
-                result.set_exception(done.exception())  # type: ignore[arg-type]
+                result.set_exception(done.exception())
             else:
                 result.set_result(done.result())
 
@@ -1057,7 +1075,7 @@ class KafkaConsumer:
     def metrics(self, raw: bool = False) -> dict[str, Any]:
         return {}
 
-    def __enter__(self) -> "KafkaConsumer":
+    def __enter__(self) -> KafkaConsumer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -1068,7 +1086,7 @@ def _stop_loop(loop: LoopThread) -> None:
     loop.stop()
 
 
-def _consume_task_error(task: "asyncio.Task[Any]") -> None:
+def _consume_task_error(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # reported through the callback / the caller's future, not as "never retrieved"
 
@@ -1115,7 +1133,7 @@ class AIOKafkaConsumer:
     def subscription(self) -> set[str] | None:
         return self._core.subscription()
 
-    def unsubscribe(self) -> "asyncio.Future[None]":
+    def unsubscribe(self) -> asyncio.Future[None]:
         """Drop the subscription; a group member revokes, commits and leaves in the background
         (the returned task; the next poll or stop waits for it)."""
         self._buffer = []
@@ -1145,7 +1163,7 @@ class AIOKafkaConsumer:
             self._buffer = [record for items in batch.values() for record in items]
             self._index = 0
 
-    def __aiter__(self) -> "AIOKafkaConsumer":
+    def __aiter__(self) -> AIOKafkaConsumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord:
@@ -1208,8 +1226,8 @@ class AIOKafkaConsumer:
         await self._core.commit(offsets, timeout_ms)
 
     def commit_async(self, offsets: dict[TopicPartition, Any] | None = None,
-                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any] | None = None
-                     ) -> "asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]":
+                     callback: CommitCallback | None = None
+                     ) -> asyncio.Task[dict[TopicPartition, OffsetAndMetadata]]:
         """Start a commit; ``callback`` runs at the next getmany()/commit()/stop()."""
         return self._core.commit_in_background(offsets, callback)
 
@@ -1221,7 +1239,7 @@ class AIOKafkaConsumer:
             return None
         return value if metadata else value.offset
 
-    async def __aenter__(self) -> "AIOKafkaConsumer":
+    async def __aenter__(self) -> AIOKafkaConsumer:
         await self.start()
         return self
 

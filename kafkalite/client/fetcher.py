@@ -40,10 +40,11 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kafkalite import protocol
-from kafkalite.client.metadata import MetadataManager
+from kafkalite.client.metadata import ClusterView, MetadataManager
 from kafkalite.client.types import ConsumerRecord, TopicPartition
 from kafkalite.errors import (
     BrokerResponseError,
@@ -80,7 +81,8 @@ def _payload(batch: RecordBatch) -> bytes:
 
 
 def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
-                   key_deserializer: Deserializer = None, value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
+                   key_deserializer: Deserializer = None,
+                   value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
     """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords.
 
     Validation and decoding are record/'s: the bulk shape (:func:`uniform_runs`) is cut out of
@@ -98,11 +100,12 @@ def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: i
         for run in runs:
             first_offset = batch.base_offset + run.first_delta
             low = max(0, min_offset - first_offset)
-            high = min(run.count, max_offset - first_offset)
+            high = min(run.record_count, max_offset - first_offset)
             if low >= high:
                 continue
-            keys = run_slices(data, run, run.key_at, run.key_length, low, high)
-            values = run_slices(data, run, run.value_at, run.value_length, low, high)
+            # the raw fields, then (with a deserializer) what it makes of them
+            keys: list[Any] = run_slices(data, run, run.key_at, run.key_length, low, high)
+            values: list[Any] = run_slices(data, run, run.value_at, run.value_length, low, high)
             if key_deserializer is not None and run.key_length >= 0:
                 keys = [key_deserializer(key) for key in keys]
             if value_deserializer is not None and run.value_length >= 0:
@@ -113,7 +116,8 @@ def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: i
                 timestamp = batch.max_timestamp if timestamp_type else batch.base_timestamp + run.timestamp_delta
                 out.extend([new(cls, (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
                                       [], None, key_size, value_size, -1))
-                            for offset, key, value in zip(range(first_offset + low, first_offset + high), keys, values)])
+                            for offset, key, value in zip(range(first_offset + low, first_offset + high), keys,
+                                                          values)])
                 continue
             base_timestamp = batch.base_timestamp
             out.extend([new(cls, (topic, partition, leader_epoch, offset, base_timestamp + delta, 0, key, value, [],
@@ -281,7 +285,8 @@ class PartitionState:
 class Fetcher:
     """Background prefetch for a consumer's assigned partitions (see the module docstring)."""
 
-    def __init__(self, metadata: MetadataManager, transport: AsyncTransport, partitions: dict[TopicPartition, PartitionState],
+    def __init__(self, metadata: MetadataManager, transport: AsyncTransport,
+                 partitions: dict[TopicPartition, PartitionState],
                  *, fetch_min_bytes: int, fetch_max_bytes: int, fetch_max_wait_ms: int, max_partition_fetch_bytes: int,
                  isolation_level: int, request_timeout_ms: int, retry_backoff_ms: int, check_crcs: bool,
                  auto_offset_reset: str) -> None:
@@ -325,7 +330,7 @@ class Fetcher:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _send_fetches(self) -> float:
@@ -619,7 +624,7 @@ async def list_offsets(metadata: MetadataManager, transport: AsyncTransport, tim
                 last_error = exc
             continue
 
-        async def ask(node: int, tps: list[TopicPartition]) -> None:
+        async def ask(view: ClusterView, node: int, tps: list[TopicPartition]) -> None:
             nonlocal last_error
             address = view.address_of(node)
             assert address is not None
@@ -649,7 +654,7 @@ async def list_offsets(metadata: MetadataManager, transport: AsyncTransport, tim
                 last_error = error
                 metadata.request_update()
 
-        await asyncio.gather(*(ask(node, tps) for node, tps in by_node.items()))
+        await asyncio.gather(*(ask(view, node, tps) for node, tps in by_node.items()))
         if not remaining:
             break
         if time.monotonic() >= deadline:
@@ -672,5 +677,5 @@ def pending_errors(states: Iterable[PartitionState]) -> BaseException | None:
     return None
 
 
-__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "corrupt_at", "decode_records",
-           "decode_values", "list_offsets", "take_batches", "take_records"]
+__all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "corrupt_at",
+           "decode_records", "decode_values", "list_offsets", "take_batches", "take_records"]

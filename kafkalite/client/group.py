@@ -65,8 +65,9 @@ import enum
 import json
 import logging
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kafkalite import protocol
 from kafkalite.client.assignors import (
@@ -167,8 +168,8 @@ def resolve_assignors(strategy: Any) -> list[Assignor]:
             assignor = item()
         elif isinstance(item, str):
             assignor = assignor_for(_JAVA_NAMES.get(item, item).lower())
-        elif isinstance(getattr(item, "name", None), str) and getattr(item, "name") in ASSIGNORS:
-            assignor = assignor_for(getattr(item, "name"))
+        elif isinstance(name := getattr(item, "name", None), str) and name in ASSIGNORS:
+            assignor = assignor_for(name)
         else:
             raise ConfigError(f"partition_assignment_strategy entries are assignor classes, instances or names "
                               f"({', '.join(sorted(ASSIGNORS))}), got {item!r}")
@@ -373,7 +374,7 @@ class _RetryJoin(Exception):
 class GroupMembership:
     """One consumer's group membership (see the module docstring). Event-loop only."""
 
-    def __init__(self, core: "ConsumerCore", *, group_id: str, assignors: list[Assignor],
+    def __init__(self, core: ConsumerCore, *, group_id: str, assignors: list[Assignor],
                  session_timeout_ms: int, heartbeat_interval_ms: int, max_poll_interval_ms: int,
                  rebalance_timeout_ms: int, group_instance_id: str | None, enable_auto_commit: bool,
                  auto_commit_interval_ms: int, request_timeout_ms: int, retry_backoff_ms: int,
@@ -533,7 +534,7 @@ class GroupMembership:
             if task.done():
                 await self._finish_join(task)
 
-    async def _finish_join(self, task: "asyncio.Task[JoinResult]") -> None:
+    async def _finish_join(self, task: asyncio.Task[JoinResult]) -> None:
         self._join_task = None
         if task.cancelled():
             self.rejoin_needed = True
@@ -718,7 +719,7 @@ class GroupMembership:
             wake.clear()
             try:
                 await asyncio.wait_for(wake.wait(), timeout=max(delay, 0.001))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             if self._closed:
                 return

@@ -36,8 +36,8 @@ import logging
 import random
 import re
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from kafkalite import protocol
 from kafkalite.client.types import TopicPartition
@@ -91,7 +91,7 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
             text = f"[{host}]:{port}"
         elif text.count(":") == 0:
             text = f"{text}:{DEFAULT_PORT}"
-        host_part, _, port_part = text.rpartition(":")
+        _host, _, port_part = text.rpartition(":")
         if not port_part.isdigit():
             raise ConfigError(f"bootstrap server {item!r} is not host:port")
         items.append(text)
@@ -119,7 +119,7 @@ class ClusterView:
 
     @classmethod
     def build(cls, cluster_id: str, controller_id: int, brokers: Iterable[protocol.BrokerEndpoint],
-              topics: Iterable[protocol.TopicMetadata], updated_at: float) -> "ClusterView":
+              topics: Iterable[protocol.TopicMetadata], updated_at: float) -> ClusterView:
         broker_map = {broker.broker_id: broker for broker in brokers}
         topic_map: dict[str, protocol.TopicMetadata] = {}
         partitions: dict[str, tuple[int, ...]] = {}
@@ -144,7 +144,7 @@ class ClusterView:
                    errors, updated_at)
 
     def merged(self, answer: protocol.ClusterMetadata, requested: Sequence[str] | None,
-               updated_at: float) -> "ClusterView":
+               updated_at: float) -> ClusterView:
         """The view after ``answer``: requested topics replaced (all of them when None)."""
         if requested is None:
             return ClusterView.build(answer.cluster_id, answer.controller_id, answer.brokers, answer.topics,
@@ -159,7 +159,7 @@ class ClusterView:
             view.topic_errors.update(kept_errors)
         return view._keeping_newer_epochs(self)._with_hints(self.hints)
 
-    def _keeping_newer_epochs(self, previous: "ClusterView") -> "ClusterView":
+    def _keeping_newer_epochs(self, previous: ClusterView) -> ClusterView:
         """This (new, unpublished) view, where a partition whose leader epoch went backwards keeps
         the previous view's leader and epoch (Kafka's KIP-320 rule): a broker that has not heard of
         the latest election (one cut off from ZooKeeper, say) must not send the client back to a
@@ -182,7 +182,7 @@ class ClusterView:
                 self.available[tp.topic] = tuple(item for item in known if item != tp.partition)
         return self
 
-    def _with_hints(self, hints: dict[TopicPartition, tuple[int, int]]) -> "ClusterView":
+    def _with_hints(self, hints: dict[TopicPartition, tuple[int, int]]) -> ClusterView:
         """This (new, unpublished) view with the leader hints that it does not supersede: a hint
         stands while the answer's leader epoch for its partition is not newer than the epoch the
         hint corrected, and the hinted broker is known."""
@@ -197,13 +197,13 @@ class ClusterView:
                 self.available[tp.topic] = tuple(sorted((*known, tp.partition)))
         return self
 
-    def with_hint(self, tp: TopicPartition, leader: int) -> "ClusterView":
+    def with_hint(self, tp: TopicPartition, leader: int) -> ClusterView:
         """A copy where ``leader`` leads ``tp`` until metadata with a newer leader epoch arrives."""
         copy = dataclasses.replace(self, leaders=dict(self.leaders), available=dict(self.available),
                                    hints={key: value for key, value in self.hints.items() if key != tp})
         return copy._with_hints({tp: (leader, self.leader_epochs.get(tp, -1))})
 
-    def without_hint(self, tp: TopicPartition) -> "ClusterView":
+    def without_hint(self, tp: TopicPartition) -> ClusterView:
         """A copy whose next merge no longer keeps the hint for ``tp`` (the cached leader stays
         until that merge recomputes it from the answer)."""
         return dataclasses.replace(self, hints={key: value for key, value in self.hints.items() if key != tp})
@@ -304,7 +304,7 @@ class MetadataManager:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     # -- requests -----------------------------------------------------------------------------

@@ -48,8 +48,9 @@ from __future__ import annotations
 import random
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from kafkalite.errors import ConfigError, UnknownTopicOrPartitionError
 

@@ -36,8 +36,9 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, ClassVar
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
@@ -149,15 +150,16 @@ class ProducerSettings:
     socket_connection_setup_timeout_ms: int = 10_000
     extra: dict[str, Any] = field(default_factory=dict)
 
-    KNOWN = {"bootstrap_servers", "client_id", "key_serializer", "value_serializer", "acks", "enable_idempotence",
-             "compression_type", "retries", "batch_size", "max_batch_size", "linger_ms", "partitioner",
-             "max_block_ms", "max_request_size", "allow_auto_create_topics", "metadata_max_age_ms",
-             "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms", "buffer_memory",
-             "max_in_flight_requests_per_connection", "transactional_id", "metadata_request_timeout_ms",
-             "socket_connection_setup_timeout_ms"}
+    KNOWN: ClassVar[set[str]] = {
+        "bootstrap_servers", "client_id", "key_serializer", "value_serializer", "acks", "enable_idempotence",
+        "compression_type", "retries", "batch_size", "max_batch_size", "linger_ms", "partitioner", "max_block_ms",
+        "max_request_size", "allow_auto_create_topics", "metadata_max_age_ms", "retry_backoff_ms", "request_timeout_ms",
+        "delivery_timeout_ms", "buffer_memory", "max_in_flight_requests_per_connection", "transactional_id",
+        "metadata_request_timeout_ms", "socket_connection_setup_timeout_ms"
+    }
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "ProducerSettings":
+    def from_options(cls, options: dict[str, Any]) -> ProducerSettings:
         options = dict(options)
         check_common_options(options, cls.KNOWN)
         if options.get("transactional_id") is not None:
@@ -237,8 +239,9 @@ class _Prepared:
 
     __slots__ = ("topic", "key", "value", "headers", "partition", "timestamp", "size")
 
-    def __init__(self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
-                 partition: int | None, timestamp: int, size: int) -> None:
+    def __init__(self, topic: str, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]] | None, partition: int | None, timestamp: int,
+                 size: int) -> None:
         self.topic = topic
         self.key = key
         self.value = value
@@ -451,9 +454,11 @@ class ProducerCore:
         if keys is not None:
             sizes = [size + (0 if key is None else len(key)) for size, key in zip(sizes, keys)]
         if headers is not None:
-            sizes = [size + sum(len(name) + len(data or b"") for name, data in item) for size, item in zip(sizes, headers)]
+            sizes = [size + sum(len(name) + len(data or b"") for name, data in item)
+                     for size, item in zip(sizes, headers)]
         if partition is not None and partition >= len(partitions):
-            raise UnknownTopicOrPartitionError(f"partition {partition} of topic {topic!r} is not in [0, {len(partitions)})")
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} is not in [0, {len(partitions)})")
         groups: list[tuple[int | None, list[int] | None]]
         if partition is not None:
             groups = [(partition, None)]
@@ -464,7 +469,7 @@ class ProducerCore:
                 number = to_positive(murmur2(key)) % count if key is not None else self.partitioner.partition(
                     topic, None, partitions, view.available.get(topic, ()), sizes[index] + RECORD_OVERHEAD)
                 by_partition.setdefault(number, []).append(index)
-            groups = list(by_partition.items())  # type: ignore[arg-type]
+            groups = list(by_partition.items())
         else:
             groups = [(None, None)]
         chunks: list[tuple[int, list[Any], list[Any] | None, list[Any] | None, int]] = []
@@ -505,7 +510,7 @@ class ProducerCore:
         try:
             if pending:
                 waiters = [result.future() for result in pending]
-                done, not_done = await asyncio.wait(waiters, timeout=timeout)
+                _, not_done = await asyncio.wait(waiters, timeout=timeout)
                 if not_done:
                     raise KafkaTimeoutError(f"flush did not finish within {timeout} s "
                                             f"({len(not_done)} batch(es) still pending)")
@@ -585,7 +590,8 @@ class KafkaProducer:
                     raise KafkaTimeoutError(
                         f"buffer_memory full: no room for the record after {self._settings.max_block_ms} ms")
             else:
-                return result  # type: ignore[no-any-return]
+                placed: RecordFuture = result
+                return placed
             result = core.place(record)
 
     def send_batch(self, topic: str, values: Sequence[Any], keys: Sequence[Any] | None = None,
@@ -647,7 +653,7 @@ class KafkaProducer:
     def metrics(self, raw: bool = False) -> dict[str, Any]:
         return {"buffer-memory-used": self._core.accumulator.used_memory}
 
-    def __enter__(self) -> "KafkaProducer":
+    def __enter__(self) -> KafkaProducer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -703,7 +709,8 @@ class AIOKafkaProducer:
                     raise KafkaTimeoutError(
                         f"buffer_memory full: no room for the record after {self._settings.max_block_ms} ms")
             else:
-                return result  # type: ignore[no-any-return]
+                placed: RecordFuture = result
+                return placed
             result = core.place(record)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -751,7 +758,7 @@ class AIOKafkaProducer:
     async def partitions_for(self, topic: str) -> set[int]:
         return await self._core.partitions_for(topic, self._settings.max_block_ms)
 
-    async def __aenter__(self) -> "AIOKafkaProducer":
+    async def __aenter__(self) -> AIOKafkaProducer:
         await self.start()
         return self
 

@@ -70,7 +70,7 @@ PRODUCE_CHANNEL = "produce"
 class Sender:
     """Drains the accumulator to the brokers (see the module docstring)."""
 
-    def __init__(self, settings: "ProducerSettings", accumulator: RecordAccumulator, metadata: MetadataManager,
+    def __init__(self, settings: ProducerSettings, accumulator: RecordAccumulator, metadata: MetadataManager,
                  transport: AsyncTransport) -> None:
         self.settings = settings
         self.accumulator = accumulator
@@ -140,7 +140,7 @@ class Sender:
                 continue
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             finally:
                 self.idle = False
@@ -183,7 +183,7 @@ class Sender:
         for node, batches in drained.items():
             address = view.address_of(node)
             connection = self.transport.existing(address, PRODUCE_CHANNEL) if address is not None else None
-            if connection is None:
+            if address is None or connection is None:
                 error = KafkaConnectionError(f"broker {node} is not in the metadata" if address is None
                                              else f"the connection to broker {node} at {address} closed")
                 for batch in batches:
@@ -223,7 +223,8 @@ class Sender:
             silent = connection.silent_for(now)
             if silent < STALLED_AFTER_S:
                 continue
-            moved = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions if view.leaders.get(tp, -1) not in (-1, node))
+            moved = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions
+                           if view.leaders.get(tp, -1) not in (-1, node))
             if moved:
                 log.info("broker %d has not answered for %.1f s and no longer leads %s: dropping its connection "
                          "and sending to the new leaders", node, silent, ", ".join(moved))
@@ -246,7 +247,7 @@ class Sender:
         return protocol.encode_produce_request(request)
 
     async def _await_answer(self, node: int, address: str, batches: list[ProducerBatch],
-                            future: "asyncio.Future[tuple[int, bytes]]") -> None:
+                            future: asyncio.Future[tuple[int, bytes]]) -> None:
         try:
             try:
                 status, body = await future
@@ -266,7 +267,8 @@ class Sender:
             except Exception as exc:  # a malformed answer: retry rather than strand the batches
                 self.metadata.request_update()
                 for batch in batches:
-                    self._retry_or_fail(batch, UnknownServerError(f"unreadable produce answer from broker {node}: {exc}"))
+                    self._retry_or_fail(batch,
+                                        UnknownServerError(f"unreadable produce answer from broker {node}: {exc}"))
                 return
             for batch in batches:
                 result = results.get((batch.tp.topic, batch.tp.partition))
@@ -314,7 +316,8 @@ class Sender:
             self.accumulator.reenqueue(batch, now + settings.retry_backoff_ms / 1000)
             return
         if isinstance(error, OutOfOrderSequenceNumberError) or (
-                settings.enable_idempotence and batch.base_sequence >= 0 and not isinstance(error, BrokerResponseError)):
+                settings.enable_idempotence and batch.base_sequence >= 0
+                and not isinstance(error, BrokerResponseError)):
             self._need_producer_id = True  # the partition's sequence has a gap now: start over
         if retriable and now >= batch.deadline:
             error = _expired(batch, error, settings.delivery_timeout_ms)

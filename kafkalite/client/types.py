@@ -11,8 +11,9 @@ Concurrency: immutable values (ConfigResource and NewTopic are plain objects the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 
 class TopicPartition(NamedTuple):

@@ -42,8 +42,9 @@ import inspect
 import logging
 import posixpath
 import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -175,7 +176,7 @@ def _translated(operation: str, path: str | None = None) -> Iterator[None]:
     """Re-raise kazoo exceptions (and timeouts) inside the block as kafkalite errors."""
     try:
         yield
-    except (KazooException, KazooTimeoutError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, KazooException, KazooTimeoutError) as exc:
         raise _translate(exc, operation, path) from exc
 
 

@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple, TypeGuard, cast
 
 import crc32c as _crc32c
 
@@ -216,12 +217,16 @@ def _join_uniform(prefixes: list[bytes], values: Sequence[bytes], count: int) ->
     return b"".join(parts)
 
 
+def _no_nulls(values: Sequence[bytes | None]) -> TypeGuard[Sequence[bytes]]:
+    return None not in values
+
+
 def _encode_plain_values(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None) -> bytes:
     """Fast path: records with timestampDelta 0 and no headers, offsets 0..n-1."""
-    if keys is None and values and None not in values:
-        lengths = set(map(len, values))  # type: ignore[arg-type]
+    if keys is None and values and _no_nulls(values):
+        lengths = set(map(len, values))
         if len(lengths) == 1:
-            return _join_uniform(_uniform_prefixes(lengths.pop(), len(values)), values, len(values))  # type: ignore[arg-type]
+            return _join_uniform(_uniform_prefixes(lengths.pop(), len(values)), values, len(values))
     varints = _VARINTS
     parts: list[bytes] = []
     append = parts.append
@@ -441,6 +446,21 @@ class RecordBatch:
         "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
         "producer_epoch", "base_sequence", "record_count",
     )
+    buffer: bytes | bytearray | memoryview
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
 
     def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0) -> None:
         available = len(buffer) - position
@@ -690,7 +710,8 @@ def decode_records(data: bytes | bytearray | memoryview, count: int, base_offset
     return records
 
 
-def _decode_headers(data: bytes | bytearray, position: int, count: int, record_end: int) -> tuple[tuple[Header, ...], int]:
+def _decode_headers(data: bytes | bytearray, position: int, count: int,
+                    record_end: int) -> tuple[tuple[Header, ...], int]:
     if count < 0 or 2 * count > record_end - position:
         raise CorruptRecordError(f"header count {count} is impossible")
     headers: list[Header] = []
@@ -718,7 +739,7 @@ def _decode_headers(data: bytes | bytearray, position: int, count: int, record_e
 
 
 class UniformRun(NamedTuple):
-    """``count`` records laid out identically from ``start`` of a records section, ``stride``
+    """``record_count`` records laid out identically from ``start`` of a records section, ``stride``
     bytes apart, with offset deltas ``first_delta``, ``first_delta + 1``, ... Positions
     (``key_at``, ``value_at``) are from a record's start; lengths are -1 for null. No headers.
 
@@ -728,7 +749,7 @@ class UniformRun(NamedTuple):
     """
 
     start: int
-    count: int
+    record_count: int  # not ``count``, which would hide tuple.count
     first_delta: int
     stride: int
     key_at: int
@@ -845,7 +866,7 @@ def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestam
             timestamp_size = delta_at - timestamp_at
             varying = timestamp_size <= _MAX_VARYING_TIMESTAMP_BYTES \
                 and _INT64_MIN + _TIMESTAMP_MARGIN <= base_timestamp <= _INT64_MAX - _TIMESTAMP_MARGIN
-            constant = [*range(0, timestamp_at - position), *range(key_length_at - position, key_at - position),
+            constant = [*range(timestamp_at - position), *range(key_length_at - position, key_at - position),
                         *range(value_length_at - position, value_at - position), stride - 1]
             if not varying:
                 constant.extend(range(timestamp_at - position, delta_at - position))
@@ -879,7 +900,7 @@ def uniform_runs(data: bytes | bytearray | memoryview, count: int, base_timestam
 
 def run_timestamp_deltas(run: UniformRun, low: int = 0, high: int | None = None) -> list[int]:
     """The timestamp deltas of records ``low`` to ``high`` (exclusive; default all) of ``run``."""
-    stop = run.count if high is None else high
+    stop = run.record_count if high is None else high
     columns = run.timestamp_columns
     if not columns:
         return [run.timestamp_delta] * (stop - low)
@@ -896,7 +917,7 @@ def run_slices(data: bytes, run: UniformRun, at: int, length: int, low: int = 0,
                high: int | None = None) -> list[bytes | None]:
     """The ``length`` bytes at ``at`` of records ``low`` to ``high`` (exclusive; default all) of
     ``run`` — one field of a run that :func:`uniform_runs` checked; None each when length is -1."""
-    stop = run.count if high is None else high
+    stop = run.record_count if high is None else high
     if length < 0:
         return [None] * (stop - low)
     stride = run.stride
@@ -917,7 +938,7 @@ def decode_uniform_values(data: bytes | bytearray | memoryview, count: int) -> l
         data = bytes(data)
     values: list[bytes] = []
     for run in runs:
-        values.extend(run_slices(data, run, run.value_at, run.value_length))  # type: ignore[arg-type]
+        values.extend(cast("list[bytes]", run_slices(data, run, run.value_at, run.value_length)))  # no null values
     return values
 
 

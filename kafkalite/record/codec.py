@@ -20,10 +20,9 @@ Thread-safety: pure functions, safe from any thread.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from enum import IntEnum
-
-import struct
 
 import cramjam
 import lz4.frame
@@ -32,8 +31,9 @@ from kafkalite.errors import CorruptRecordError, UnsupportedCodecError
 
 try:  # zstd support is optional: present when the `zstandard` package is installed
     import zstandard
+    _HAVE_ZSTD = True
 except ImportError:  # pragma: no cover - exercised only on installs without zstandard
-    zstandard = None
+    _HAVE_ZSTD = False
 
 
 class Compression(IntEnum):
@@ -46,7 +46,7 @@ class Compression(IntEnum):
     ZSTD = 4
 
     @classmethod
-    def from_name(cls, name: str | None) -> "Compression":
+    def from_name(cls, name: str | None) -> Compression:
         """Map a Kafka compression.type name (``none``, ``gzip``, ``lz4``, ``zstd``) to its id."""
         if name is None:
             return cls.NONE
@@ -70,7 +70,7 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 def has_codec(codec: int) -> bool:
     """True when this installation can encode and decode ``codec``."""
     if codec == Compression.ZSTD:
-        return zstandard is not None
+        return _HAVE_ZSTD
     return codec in (Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4)
 
 
@@ -79,19 +79,20 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == Compression.NONE:
         return data
     if codec == Compression.LZ4:
-        return lz4.frame.compress(
+        compressed: bytes = lz4.frame.compress(
             data,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
             store_size=False,
         )
+        return compressed
     if codec == Compression.GZIP:
         compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
         return compressor.compress(data) + compressor.flush()
     if codec == Compression.SNAPPY:
         return _snappy_xerial(data)
-    if codec == Compression.ZSTD and zstandard is not None:
+    if codec == Compression.ZSTD and _HAVE_ZSTD:
         return zstandard.ZstdCompressor(level=3).compress(data)
     raise UnsupportedCodecError(f"compression codec {codec} is not supported by this installation")
 
@@ -105,7 +106,7 @@ def decompress(codec: int, data: bytes | memoryview, max_output: int = DEFAULT_M
     try:
         if codec == Compression.LZ4:
             decompressor = lz4.frame.LZ4FrameDecompressor()
-            output = decompressor.decompress(bytes(data), max_length=max_output)
+            output: bytes = decompressor.decompress(bytes(data), max_length=max_output)
             if not decompressor.eof:
                 if len(output) >= max_output:
                     raise CorruptRecordError(f"lz4 payload decompresses beyond {max_output} bytes")
@@ -121,7 +122,7 @@ def decompress(codec: int, data: bytes | memoryview, max_output: int = DEFAULT_M
             if not inflater.eof:
                 raise CorruptRecordError("gzip stream is truncated")
             return output
-        if codec == Compression.ZSTD and zstandard is not None:
+        if codec == Compression.ZSTD and _HAVE_ZSTD:
             reader = zstandard.ZstdDecompressor().stream_reader(bytes(data))
             output = reader.read(max_output + 1)
             if len(output) > max_output:

@@ -14,8 +14,8 @@ Thread-safety: each function touches one file; callers serialise writers of the 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from kafkalite.errors import StorageError
 from kafkalite.storage.files import fsync_directory

@@ -36,9 +36,9 @@ import struct
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from kafkalite.config import LogConfig
 from kafkalite.errors import (
@@ -62,7 +62,7 @@ from kafkalite.record.batch import (
 )
 from kafkalite.storage import files
 from kafkalite.storage.epochs import LeaderEpochCache
-from kafkalite.storage.segment import INT32_MAX, Segment
+from kafkalite.storage.segment import INT32_MAX, BatchHeader, Segment
 
 log = logging.getLogger(__name__)
 
@@ -513,7 +513,7 @@ class PartitionLog:
                     return found
             return None
 
-    def batches(self, start_offset: int = 0):  # type: ignore[no-untyped-def]
+    def batches(self, start_offset: int = 0) -> Iterator[RecordBatch]:
         """Yield every batch from ``start_offset`` (for tools, tests and the cleaner)."""
         with self._lock:
             segments = list(self.segments)
@@ -524,7 +524,7 @@ class PartitionLog:
                 if batch.last_offset >= start_offset:
                     yield batch
 
-    def batch_headers(self):  # type: ignore[no-untyped-def]
+    def batch_headers(self) -> Iterator[BatchHeader]:
         """Yield every batch header of the log, oldest first (headers only)."""
         with self._lock:
             segments = list(self.segments)

@@ -30,8 +30,8 @@ import os
 import shutil
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from kafkalite.config import LogConfig
 from kafkalite.errors import KafkaStorageError, LogDirOfflineError, StorageError
@@ -180,7 +180,7 @@ class LogManager:
         online = [directory for directory in self.log_dirs if directory not in self.offline_dirs]
         if not online:
             raise LogDirOfflineError(f"every log directory is offline: {', '.join(map(str, self.log_dirs))}")
-        counts = {directory: 0 for directory in online}
+        counts = dict.fromkeys(online, 0)
         for partition_log in self.logs.values():
             parent = partition_log.directory.parent
             if parent in counts:

@@ -21,8 +21,9 @@ import errno
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from kafkalite.errors import CorruptRecordError, LogDirOfflineError, StorageError, TruncatedBatchError
 from kafkalite.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
@@ -413,16 +414,16 @@ class Segment:
     # -- lifecycle ----------------------------------------------------------------------------
     def rename_suffix(self, suffix: str) -> None:
         """Rename all three files to carry ``suffix`` ("" for the live names)."""
-        for kind, owner in ((files.LOG_SUFFIX, self), (files.INDEX_SUFFIX, self.index),
+        for kind, index in ((files.LOG_SUFFIX, None), (files.INDEX_SUFFIX, self.index),
                             (files.TIME_INDEX_SUFFIX, self.time_index)):
             source = files.segment_path(self.directory, self.base_offset, kind, self.suffix)
             target = files.segment_path(self.directory, self.base_offset, kind, suffix)
             if source.exists():
                 os.replace(source, target)
-            if owner is self:
+            if index is None:  # the log file itself
                 self.log_path = target
             else:
-                owner.path = target  # type: ignore[union-attr]
+                index.path = target
         self.suffix = suffix
 
     def close(self) -> None:

@@ -10,8 +10,9 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from kafkalite.errors import KafkaliteError
 

@@ -315,7 +315,7 @@ def _alter(admin: KafkaAdminClient, entity: Entity, additions: dict[str, str], d
         if invalid:
             return _fail(f"Invalid config(s): {','.join(invalid)}")
     changes: dict[str, Any] = dict(additions)
-    changes.update({key: None for key in deletions})
+    changes.update(dict.fromkeys(deletions))
     try:
         admin.incremental_alter_configs([ConfigResource(entity.resource_type, name, changes)])
     except KafkaliteError as exc:

@@ -27,7 +27,8 @@ def build_parser() -> ToolArgumentParser:
     parser = ToolArgumentParser(prog="kafkalite-console-producer.sh",
                                 description="Read data from standard input and publish it to a topic.")
     parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", required=True,
-                        metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to (--broker-list is the old name)")
+                        metavar="HOST:PORT",
+                        help="REQUIRED: the broker(s) to connect to (--broker-list is the old name)")
     parser.add_argument("--topic", required=True, help="REQUIRED: the topic to produce to")
     parser.add_argument("--property", action="append", metavar="NAME=VALUE",
                         help="reader properties: parse.key=true, key.separator=<sep> (default tab), "
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     source: TextIO
     if "file" in properties:
         try:
-            source = open(properties["file"], encoding="utf-8")
+            # Closed in the finally below, with the producer.
+            source = open(properties["file"], encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
             raise UsageError(f"cannot read {properties['file']}: {exc.strerror}") from None
     else:

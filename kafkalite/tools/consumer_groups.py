@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client import GroupInformation, KafkaAdminClient, OffsetAndMetadata, TopicPartition
@@ -113,7 +114,7 @@ def parse_datetime_ms(text: str) -> int:
         raise UsageError(f"--to-datetime is not a valid time: {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as Kafka's tool reads it
-    return int(round(moment.timestamp() * 1000))
+    return round(moment.timestamp() * 1000)
 
 
 def scenario_of(arguments: Any) -> tuple[str, Any]:
@@ -303,14 +304,14 @@ def _print_offsets(admin: KafkaAdminClient, description: GroupInformation) -> No
             owners[tp] = member
     lag = admin.consumer_group_lag(description.group, sorted(owners))
     _no_members(description)
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for tp in sorted(set(lag) | set(owners)):
         entry = lag.get(tp)
-        member = owners.get(tp)
+        owner = owners.get(tp)
         rows.append((description.group, tp.topic, tp.partition, entry.committed if entry else None,
                      entry.log_end_offset if entry else None, entry.lag if entry else None,
-                     member.member_id if member else None, _host(member) if member else None,
-                     member.client_id if member else None))
+                     owner.member_id if owner else None, _host(owner) if owner else None,
+                     owner.client_id if owner else None))
     idle = [member for member in description.members if not member.partitions]
     for member in sorted(idle, key=lambda item: item.member_id):
         rows.append((description.group, None, None, None, None, None, member.member_id, _host(member),
@@ -344,7 +345,7 @@ def _reset(admin: KafkaAdminClient, groups: list[str], arguments: Any) -> int:
     if not arguments.execute and not arguments.dry_run:
         print("WARN: No action will be performed as the --execute option is missing. Add --dry-run to keep this "
               "behaviour explicitly, or --execute to commit the new offsets.", file=sys.stderr)
-    rows = []
+    rows: list[tuple[str, str, int, int]] = []
     for description in admin.describe_consumer_groups(groups):
         group = description.group
         if description.state not in INACTIVE_STATES:
@@ -359,7 +360,7 @@ def _reset(admin: KafkaAdminClient, groups: list[str], arguments: Any) -> int:
         latest = admin.end_offsets(partitions)
         by_time: dict[TopicPartition, int | None] | None = None
         if by_time_ms is not None:
-            found = admin.list_offsets({tp: by_time_ms for tp in partitions})
+            found = admin.list_offsets(dict.fromkeys(partitions, by_time_ms))
             by_time = {tp: answer.offset for tp, answer in found.items()}
         current = {tp: item.offset for tp, item in committed.items()}
         new = reset_offsets(scenario, value, partitions, current, earliest, latest, by_time)

@@ -101,7 +101,8 @@ def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool) -> int:
                     damage += 1
                     records = []
                 for index, record in enumerate(records):
-                    sequence = -1 if batch.base_sequence < 0 else batch.base_sequence + (record.offset - batch.base_offset)
+                    sequence = (-1 if batch.base_sequence < 0
+                                else batch.base_sequence + (record.offset - batch.base_offset))
                     line = (f"| offset: {record.offset} {timestamp_name}: {record.timestamp} "
                             f"keySize: {-1 if record.key is None else len(record.key)} "
                             f"valueSize: {-1 if record.value is None else len(record.value)} "

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from kafkalite.client import KafkaAdminClient, TopicPartition
 from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
@@ -187,7 +188,7 @@ def _print_offsets(admin: KafkaAdminClient, filters: Sequence[PartitionFilter], 
     for tp in sorted(without_leader):
         print(f"Skip getting offsets for topic-partition {tp.topic}:{tp.partition} due to error: "
               f"LEADER_NOT_AVAILABLE: the partition has no leader", file=sys.stderr)
-    answers = admin.list_offsets({tp: timestamp for tp in with_leader}) if with_leader else {}
+    answers = admin.list_offsets(dict.fromkeys(with_leader, timestamp)) if with_leader else {}
     for tp in sorted(answers):
         offset = answers[tp].offset
         if offset == _NO_OFFSET:

@@ -45,8 +45,9 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from kafkalite.client import KafkaProducer, RecordMetadata
 from kafkalite.client.accumulator import RECORD_OVERHEAD
@@ -265,7 +266,7 @@ class Stats:
         ordered = sorted(self.latencies)
         if not ordered:
             return [0 for _ in fractions]
-        return [int(round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))])) for fraction in fractions]
+        return [round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]) for fraction in fractions]
 
     def total_line(self, now: float) -> str:
         """Kafka's final line (printTotal) for the run so far."""

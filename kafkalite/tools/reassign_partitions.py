@@ -124,7 +124,7 @@ def _generate(admin: KafkaAdminClient, arguments: Any) -> int:
             return 1
         proposed.update({(topic, number): replicas for number, replicas in plan.items()})
     print("Current partition replica assignment")
-    print(_document({key: value for key, value in current.items()}))
+    print(_document(current))
     print()
     print("Proposed partition reassignment configuration")
     print(_document(proposed))

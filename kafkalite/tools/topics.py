@@ -88,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__version__)
         return 0
     configs = parse_key_values(arguments.config, "--config")
-    if arguments.create or arguments.alter:
-        if not arguments.topic:
-            raise UsageError("--topic is required with --create and --alter")
+    if (arguments.create or arguments.alter) and not arguments.topic:
+        raise UsageError("--topic is required with --create and --alter")
     if arguments.alter and arguments.partitions is None and not configs:
         raise UsageError("--alter needs --partitions (use kafkalite-configs.sh to change configs)")
     admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-topics")
@@ -171,7 +170,8 @@ def _partition_line(name: str, partition: dict[str, Any]) -> str:
     replicas = ",".join(str(broker) for broker in partition["replica_nodes"])
     isr = ",".join(str(broker) for broker in partition["isr_nodes"])
     leader = partition["leader_id"] if partition["leader_id"] >= 0 else "none"
-    line = f"\tTopic: {name}\tPartition: {partition['partition_index']}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
+    line = (f"\tTopic: {name}\tPartition: {partition['partition_index']}\tLeader: {leader}"
+            f"\tReplicas: {replicas}\tIsr: {isr}")
     if partition.get("offline_replicas"):
         line += f"\tOffline: {','.join(str(broker) for broker in partition['offline_replicas'])}"
     return line

@@ -26,7 +26,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 from kafkalite.client import ConsumerRecord, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafkalite.config import load_properties

@@ -29,7 +29,8 @@ import posixpath
 import shlex
 import sys
 import time
-from typing import Awaitable, Callable, TextIO
+from collections.abc import Awaitable, Callable
+from typing import TextIO
 
 from kafkalite.coord.zk import ZNodeStat, ZooKeeperClient, parse_connect_string
 from kafkalite.errors import KafkaliteError, ZNodeMissingError

@@ -21,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -88,7 +90,7 @@ def ack_times(producer: VerifiableProducer) -> dict[int, list[float]]:
 def longest_gap(times: list[float], start: float, end: float) -> float:
     """The longest time without an acknowledgement between ``start`` and ``end``."""
     inside = [start, *(moment for moment in times if start < moment < end), end]
-    return max(later - earlier for earlier, later in zip(inside, inside[1:]))
+    return max(later - earlier for earlier, later in pairwise(inside))
 
 
 def test_a_frozen_leader_stalls_only_its_own_partition(cluster: BrokerCluster, tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ deletion, metadata agreement and bad requests."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -19,14 +19,14 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition, errors
 from kafkalite.client import AIOKafkaConsumer, ConsumerRebalanceListener, OffsetAndMetadata
-
 from kafkalite.tools import consumer_groups
 from kafkalite.tools.common import run_cli
 from tests.support.cluster import ROOT, BrokerCluster
@@ -129,7 +129,7 @@ class Member(ConsumerRebalanceListener):
         return [partitions for _, name, partitions in self.events if name == kind]
 
     # the poll loop
-    def start(self) -> "Member":
+    def start(self) -> Member:
         self.thread.start()
         return self
 
@@ -732,7 +732,7 @@ def test_consumer_groups_tool_usage_errors_and_script(cluster: BrokerCluster, ca
                  [*server, "--reset-offsets", "--group", "g", "--topic", "t:x", "--to-earliest"],
                  [*server, "--reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "yesterday"],
                  ["--describe", "--group", "g"]):
-        code, out, err = tool(capsys, *args)
+        code, _, err = tool(capsys, *args)
         assert code == 2 and err.startswith(("Error: ", "usage: ")) and "Traceback" not in err, (args, err)
     script = ROOT / "scripts" / "kafkalite-consumer-groups.sh"
     missing = subprocess.run([str(script), *server, "--describe", "--group", "no-such-group"], capture_output=True,

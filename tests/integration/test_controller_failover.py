@@ -12,7 +12,7 @@ cache is made stale by stopping its broker watches (the state a lagging notifica
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -11,8 +11,9 @@ import random
 import struct
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -221,7 +222,8 @@ def damaged_topics(cluster: BrokerCluster) -> dict[str, str]:
     broker.start()
     broker.wait_ready()
     for topic in topics.values():
-        cluster.wait_for(lambda: fetch_all(cluster, topic).high_watermark == 11, 30, f"{topic} served up to 11")
+        cluster.wait_for(lambda topic=topic: fetch_all(cluster, topic).high_watermark == 11, 30,
+                         f"{topic} served up to 11")
     return topics
 
 

@@ -15,8 +15,8 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -159,7 +159,8 @@ def test_no_acknowledged_record_is_lost_after_a_full_disk(tmpfs_cluster: tuple[B
     finally:
         consumer.close()
     missing = sorted(offset for offset in acknowledged if offset not in found)
-    assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]} (log end {max(found, default=-1)})"
+    assert not missing, (f"{len(missing)} acknowledged records lost, first {missing[:5]} "
+                         f"(log end {max(found, default=-1)})")
     wrong = [offset for offset, value in acknowledged.items() if found[offset] != value]
     assert not wrong, f"acknowledged offsets with another value: {wrong[:5]}"
 

@@ -32,9 +32,10 @@ import contextlib
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient

@@ -6,8 +6,9 @@ from __future__ import annotations
 import base64
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,8 @@ SESSION_MS = 3000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    brokers = BrokerCluster(tmp_path_factory.mktemp("groups"), f"{zookeeper.connect_string}/groups-{uuid.uuid4().hex[:8]}",
-                            size=3).start()
+    brokers = BrokerCluster(tmp_path_factory.mktemp("groups"),
+                            f"{zookeeper.connect_string}/groups-{uuid.uuid4().hex[:8]}", size=3).start()
     try:
         yield brokers
     finally:

@@ -9,8 +9,9 @@ import json
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -178,7 +179,8 @@ def test_malformed_json_is_a_named_client_error_on_every_route(single: BrokerClu
         (protocol.LIST_OFFSETS, {"partitions": [None]}),
         (protocol.CREATE_TOPICS, {"topics": [None]}),
         (protocol.TOPIC_RECORDS.format(topic="boundary"), {"records": [None]}),
-        (protocol.OFFSETS_FOR_LEADER_EPOCH, {"partitions": [{"topic": "boundary", "partition": 0, "leader_epoch": 1.5}]}),
+        (protocol.OFFSETS_FOR_LEADER_EPOCH,
+         {"partitions": [{"topic": "boundary", "partition": 0, "leader_epoch": 1.5}]}),
         (protocol.ELECT_LEADERS, {"partitions": [None]}),
         (protocol.ELECT_LEADERS, {"partitions": [7]}),
         (protocol.LIST_OFFSETS, {"partitions": [{"topic": "boundary", "partition": True}]}),
@@ -201,7 +203,8 @@ def test_malformed_json_is_a_named_client_error_on_every_route(single: BrokerClu
             {"name": "boundary", "partitions": [{"partition": value, "offset": 1}]}]}))
         items.append((protocol.OFFSET_COMMIT, {"group_id": "g", "topics": [
             {"name": "boundary", "partitions": [value]}]}))
-        items.append((protocol.OFFSET_FETCH, {"group_id": "g", "topics": [{"name": "boundary", "partitions": [value]}]}))
+        items.append((protocol.OFFSET_FETCH,
+                      {"group_id": "g", "topics": [{"name": "boundary", "partitions": [value]}]}))
         items.append((protocol.OFFSET_FETCH, {"group_id": "g", "topics": [value]}))
     for path, body in items:
         status, answer = post(address, path, json.dumps(body).encode())
@@ -309,7 +312,8 @@ def test_duplicate_header_keys_survive_the_json_records_route(single: BrokerClus
     batch = build_batch([b"binary"], headers=[[("x", b"1"), ("x", b"2")]])
     request = protocol.ProduceRequest(-1, 10_000, [protocol.ProducePartition("boundary", 0, batch)])
     result = protocol.decode_produce_response(http(
-        address, "POST", protocol.PRODUCE, raw=b"".join(bytes(piece) for piece in protocol.encode_produce_request(request)),
+        address, "POST", protocol.PRODUCE,
+        raw=b"".join(bytes(piece) for piece in protocol.encode_produce_request(request)),
         content_type=protocol.BINARY_CONTENT_TYPE))[0]
     view = http(address, "GET", f"/v1/topics/boundary/partitions/0/records?offset={result.base_offset}")
     assert view["records"][0]["headers"] == [["x", "1"], ["x", "2"]]

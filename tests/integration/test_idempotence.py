@@ -4,7 +4,7 @@ gaps and stale epochs refused, and the state carried over a leader failover."""
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

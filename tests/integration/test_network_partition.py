@@ -27,8 +27,9 @@ import concurrent.futures
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient

@@ -9,7 +9,8 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import hypothesis
 import hypothesis.errors

@@ -11,8 +11,8 @@ import re
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -33,7 +33,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[Bro
         brokers.stop()
 
 
-def run(script: str, *arguments: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(script: str, *arguments: str, stdin: str | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run one script; a Python traceback on stderr fails the test whatever the exit code."""
     result = subprocess.run([str(SCRIPTS / script), *arguments], input=stdin, capture_output=True, text=True,
                             timeout=timeout)
@@ -122,7 +123,8 @@ def test_topic_configs_round_trip(cluster: BrokerCluster) -> None:
     assert deleted.returncode == 0 and lines(deleted) == ["Completed updating config for topic configured."]
     after = run("kafkalite-configs.sh", "--bootstrap-server", bootstrap, "--describe", "--topic", "configured")
     assert lines(after) == ["Dynamic configs for topic configured are:",
-                            "  retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}"]
+                            "  retention.ms=86400000 sensitive=false "
+                            "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}"]
     # Kafka's rule: deleting a config that has no dynamic value is an error.
     again = run("kafkalite-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--topic", "configured",
                 "--delete-config", "cleanup.policy")

@@ -11,8 +11,8 @@ import random
 import struct
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import aiohttp
 import pytest

@@ -9,8 +9,8 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -28,8 +28,8 @@ def marked_blocks(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    brokers = BrokerCluster(tmp_path_factory.mktemp("readme"), f"{zookeeper.connect_string}/readme-{uuid.uuid4().hex[:8]}",
-                            size=3).start()
+    brokers = BrokerCluster(tmp_path_factory.mktemp("readme"),
+                            f"{zookeeper.connect_string}/readme-{uuid.uuid4().hex[:8]}", size=3).start()
     try:
         yield brokers
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    brokers = BrokerCluster(tmp_path_factory.mktemp("reassign"), f"{zookeeper.connect_string}/ra-{uuid.uuid4().hex[:8]}",
-                            size=3).start()
+    brokers = BrokerCluster(tmp_path_factory.mktemp("reassign"),
+                            f"{zookeeper.connect_string}/ra-{uuid.uuid4().hex[:8]}", size=3).start()
     try:
         yield brokers
     finally:
@@ -112,7 +112,8 @@ def test_reassign_partitions_tool(cluster: BrokerCluster, tmp_path) -> None:  # 
                                 str(topics_file), "--broker-list", "2,3"], capture_output=True, text=True, timeout=60)
     assert generated.returncode == 0, generated.stderr
     lines = generated.stdout.strip().splitlines()
-    assert lines[0] == "Current partition replica assignment" and "Proposed partition reassignment configuration" in lines
+    assert lines[0] == "Current partition replica assignment"
+    assert "Proposed partition reassignment configuration" in lines
     proposed = json.loads(lines[-1])
     assert {entry["partition"] for entry in proposed["partitions"]} == {0, 1}
     assert all(entry["replicas"][0] in (2, 3) for entry in proposed["partitions"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -99,7 +99,7 @@ def test_divergent_old_leader_truncates_exactly_its_unreplicated_suffix(cluster:
     cluster.brokers[old_leader].start()
     cluster.brokers[old_leader].wait_ready()
     cluster.wait_in_sync("diverge", timeout=40)
-    expected = kept + [b"new-0", b"new-1", b"new-2"]
+    expected = [*kept, b"new-0", b"new-1", b"new-2"]
     leader_view = replica_fetch(cluster, "diverge", old_leader, new_leader)
     assert [record.value for record in decode_all(leader_view)] == expected
     old_log_dir = cluster.brokers[old_leader].directory / "data" / "diverge-0"
@@ -121,7 +121,8 @@ def test_frozen_broker_loses_leadership_and_rejoins_consistently(cluster: Broker
     frozen_at = time.monotonic()
     others = [broker_id for broker_id in cluster.brokers if broker_id != victim]
     try:
-        cluster.wait_for(lambda: all(item["leader"] not in (victim, -1) for item in cluster.partitions("frozen", others[0])),
+        cluster.wait_for(lambda: all(item["leader"] not in (victim, -1)
+                                     for item in cluster.partitions("frozen", others[0])),
                          30, "leadership away from the frozen broker")
         unavailable = time.monotonic() - frozen_at
         assert unavailable <= cluster.session_timeout_ms / 1000 + 4
@@ -132,7 +133,8 @@ def test_frozen_broker_loses_leadership_and_rejoins_consistently(cluster: Broker
     # Its session expired: it registers again, catches up and rejoins every ISR. Until it has
     # re-read ZooKeeper it serves nothing (no stale reads from a deposed leader).
     stale = fetch(cluster, "frozen", 0, 0, victim, retry_not_leader=False)
-    assert stale.error_code == 6 or [record.value for record in decode_all(bytes(stale.records))] == [b"before", b"during"]
+    assert stale.error_code == 6 or (
+        [record.value for record in decode_all(bytes(stale.records))] == [b"before", b"during"])
     cluster.wait_in_sync("frozen", timeout=40, broker_id=others[0])
     assert victim in {broker["id"] for broker in cluster.describe(others[0])["brokers"]}
     for item in cluster.partitions("frozen", others[0]):

@@ -18,8 +18,9 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -138,7 +139,7 @@ class Janitor:
         return resolved
 
     def sweep(self) -> list[int]:
-        leftovers = set(pid for pid in self.pids if alive(pid))
+        leftovers = {pid for pid in self.pids if alive(pid)}
         for directory in self.directories:
             leftovers.update(processes_mentioning(str(directory)))
         for pid in leftovers:

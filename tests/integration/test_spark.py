@@ -18,9 +18,10 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ from tests.support.spark import spark  # noqa: E402,F401
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # recent enough that retention (checked every 300 ms by the test broker) keeps the records
-START = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(second=0, microsecond=0)
+START = (datetime.now(UTC) - timedelta(hours=1)).replace(second=0, microsecond=0)
 START_MS = int(START.timestamp() * 1000)
 
 
@@ -202,7 +203,7 @@ def test_options_are_checked_and_errors_name_the_option() -> None:
                                   "minOffsetsPerTrigger": "3", "startingOffsets": "latest"}, streaming=True)
     assert (parsed.max_offsets_per_trigger, parsed.min_offsets_per_trigger, parsed.max_trigger_delay_ms) == \
         (5, 3, 2000)
-    with pytest.raises(SparkOptionError, match="kafka.acks"):
+    with pytest.raises(SparkOptionError, match=r"kafka\.acks"):
         SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1"}, streaming=True)
 
 
@@ -516,7 +517,7 @@ def test_a_write_task_failing_half_way_is_replayed_without_duplicates(spark: Any
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
     try:
         query = start()
-        with pytest.raises(Exception, match="max.message.bytes"):
+        with pytest.raises(Exception, match=r"max\.message\.bytes"):
             query.awaitTermination(120)
         partial = Counter(record.value[:3] for record in consume_all(bootstrap, sink))
         assert 0 < partial[b"p1-"] < 100, partial
@@ -545,7 +546,7 @@ def test_sink_recovery_scan_finds_earlier_attempts_in_every_partition_and_topic(
               + [(second, index % 2, b"row-%d" % index) for index in range(4)],
               "other": [(first, 1, b"row-20"), (second, 1, b"row-21")]}
     producer_ids: dict[str, tuple[int, int]] = {}
-    for name, rows in writes.items():
+    for rows in writes.values():
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
         try:
             for future in [producer.send(topic, key=b"k", value=value, partition=partition)
@@ -629,7 +630,7 @@ def test_example_jobs(spark: Any, bootstrap: str, admin: KafkaAdminClient, tmp_p
     counts_topic = new_topic(admin)
     assert counts_job.main(["--bootstrap-server", bootstrap, "--topic", events, "--output-topic", counts_topic],
                            spark=spark) == 0
-    expected_counts = Counter("user-%d" % (index % 3) if index % 10 else "<null>" for index in range(50))
+    expected_counts = Counter(f"user-{index % 3}" if index % 10 else "<null>" for index in range(50))
     ranked = sorted(expected_counts.items(), key=lambda item: (-item[1], item[0]))
     assert capsys.readouterr().out.splitlines() == [f"{key}\t{count}" for key, count in ranked]
     assert sorted((record.key, record.value) for record in consume_all(bootstrap, counts_topic)) == sorted(

@@ -21,17 +21,18 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 pytest.importorskip("pyspark", reason="the spark extra (pyspark, pyarrow) is not installed")
 
-from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition  # noqa: E402
-from kafkalite.spark import PAUSE_DIRECTORY_ENV, PAUSE_POINT_ENV, PAUSE_POINTS  # noqa: E402
-from tests.support.cluster import BrokerCluster  # noqa: E402
-from tests.support.spark import SparkDriverProcess  # noqa: E402
+from kafkalite import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
+from kafkalite.spark import PAUSE_DIRECTORY_ENV, PAUSE_POINT_ENV, PAUSE_POINTS
+from tests.support.cluster import BrokerCluster
+from tests.support.spark import SparkDriverProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -19,15 +19,16 @@ SCRIPTS = ROOT / "scripts"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    brokers = BrokerCluster(tmp_path_factory.mktemp("tools"), f"{zookeeper.connect_string}/tools-{uuid.uuid4().hex[:8]}",
-                            size=3).start()
+    brokers = BrokerCluster(tmp_path_factory.mktemp("tools"),
+                            f"{zookeeper.connect_string}/tools-{uuid.uuid4().hex[:8]}", size=3).start()
     try:
         yield brokers
     finally:
         brokers.stop()
 
 
-def run(script: str, *arguments: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(script: str, *arguments: str, stdin: str | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([str(SCRIPTS / script), *arguments], input=stdin, capture_output=True, text=True,
                             timeout=timeout)
     assert "Traceback" not in result.stderr, result.stderr

@@ -7,8 +7,9 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -72,7 +73,7 @@ class Recorder:
     async def nothing_within(self, seconds: float) -> bool:
         try:
             await asyncio.wait_for(self.queue.get(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return True
         return False
 

@@ -19,8 +19,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.support.zookeeper import free_ports
 
@@ -72,7 +73,7 @@ def http(address: str, method: str, path: str, body: Any = None, raw: bytes | No
 
 
 class BrokerProcess:
-    def __init__(self, cluster: "BrokerCluster", broker_id: int, port: int) -> None:
+    def __init__(self, cluster: BrokerCluster, broker_id: int, port: int) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
         self.port = port
@@ -117,10 +118,10 @@ class BrokerProcess:
 
     def start(self) -> None:
         self.write_config()
-        log_file = open(self.log_path, "ab")
         environment = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.process = subprocess.Popen([sys.executable, "-m", "kafkalite.broker", str(self.config_path)],
-                                        cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
+        with open(self.log_path, "ab") as log_file:  # the broker keeps its own descriptor
+            self.process = subprocess.Popen([sys.executable, "-m", "kafkalite.broker", str(self.config_path)],
+                                            cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
         log_file.close()
         _LIVE.add(self.process)
 
@@ -182,7 +183,7 @@ class BrokerCluster:
         self.per_broker_properties = dict(per_broker_properties or {})
         self.brokers = {broker_id: BrokerProcess(self, broker_id, free_port()) for broker_id in range(1, size + 1)}
 
-    def start(self, timeout: float = 60.0) -> "BrokerCluster":
+    def start(self, timeout: float = 60.0) -> BrokerCluster:
         for broker in self.brokers.values():
             broker.start()
         for broker in self.brokers.values():

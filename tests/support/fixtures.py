@@ -15,7 +15,7 @@ loudly when that is impossible; they never skip.
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from tests.support.cluster import ROOT, BrokerCluster, BrokerProcess
 from tests.support.zookeeper import STANDALONE_TEMPLATE, ZooKeeperLaunchError, java_command, render_config
 
-_LABS: set["NetworkLab"] = set()
+_LABS: set[NetworkLab] = set()
 NAME_PREFIX = "klab"
 
 
@@ -177,7 +177,7 @@ class NetworkLab:
         _run("ip", "link", "del", self.bridge, check=False)
         _LABS.discard(self)
 
-    def __enter__(self) -> "NetworkLab":
+    def __enter__(self) -> NetworkLab:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -263,11 +263,11 @@ class NamespacedBroker(BrokerProcess):
 
     def start(self) -> None:
         self.write_config()
-        log_file = open(self.log_path, "ab")
         environment = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.process = subprocess.Popen([*self.lab.prefix(self.host), sys.executable, "-m", "kafkalite.broker",
-                                         str(self.config_path)],
-                                        cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
+        with open(self.log_path, "ab") as log_file:  # the broker keeps its own descriptor
+            self.process = subprocess.Popen([*self.lab.prefix(self.host), sys.executable, "-m", "kafkalite.broker",
+                                             str(self.config_path)],
+                                            cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
         log_file.close()
         self.lab.track(self.process)
 

@@ -26,9 +26,11 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable
+from typing import IO, Any
 
 from kafkalite import protocol
 from tests.support.cluster import BrokerCluster
@@ -37,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCER_SCRIPT = ROOT / "scripts" / "kafkalite-verifiable-producer.sh"
 CONSUMER_SCRIPT = ROOT / "scripts" / "kafkalite-verifiable-consumer.sh"
 
-_LIVE: set["ToolProcess"] = set()
+_LIVE: set[ToolProcess] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -67,7 +69,7 @@ class ToolProcess:
         # Run the tool through this prefix (e.g. ``ip netns exec NS`` for a client on a host of its own).
         self.command_prefix: list[str] = []
 
-    def start(self) -> "ToolProcess":
+    def start(self) -> ToolProcess:
         environment = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.stderr_path, "ab") as stderr:
@@ -250,7 +252,7 @@ def longest_ack_gap(producer: VerifiableProducer) -> float | None:
                    if event.get("name") == "producer_send_success")
     if len(times) < 2:
         return None
-    return max(later - earlier for earlier, later in zip(times, times[1:])) / 1000
+    return max(later - earlier for earlier, later in pairwise(times)) / 1000
 
 
 def consumed_by_partition(consumer: VerifiableConsumer) -> dict[int, list[tuple[int, str]]]:
@@ -321,7 +323,8 @@ class DeliveryReport:
                 f"p{partition}: {offsets[:limit]}" for partition, offsets in sorted(self.missing.items())))
         if self.conflicting:
             lines.append("one offset, several values: " + ", ".join(
-                f"p{place.partition}@{place.offset}: {values}" for place, values in list(self.conflicting.items())[:limit]))
+                f"p{place.partition}@{place.offset}: {values}"
+                for place, values in list(self.conflicting.items())[:limit]))
         if self.acked_twice:
             lines.append(f"acknowledged twice: {self.acked_twice[:limit]}")
         return "\n".join(lines)

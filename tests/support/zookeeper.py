@@ -19,9 +19,9 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER_SCRIPT = REPOSITORY_ROOT / "zk" / "zookeeper.sh"

@@ -8,12 +8,11 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
-from typing import Callable, Mapping
 
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
@@ -184,12 +183,12 @@ def test_malformed_assignment_json_is_rejected() -> None:
 
 
 def test_registry_names_and_protocols() -> None:
-    assert ASSIGNORS == {
+    assert {
         "range": RangeAssignor,
         "roundrobin": RoundRobinAssignor,
         "sticky": StickyAssignor,
         "cooperative-sticky": CooperativeStickyAssignor,
-    }
+    } == ASSIGNORS
     for name, assignor_type in ASSIGNORS.items():
         assignor = assignor_for(name)
         assert isinstance(assignor, assignor_type) and assignor.name == name
@@ -596,7 +595,7 @@ def test_sticky_membership_changes_move_only_what_balance_requires(
 
     # One member joins: nobody gains a partition it did not have unless it is the newcomer,
     # and exactly the partitions balance requires are moved.
-    joined = {member: topics for member in members} | {"newcomer": topics}
+    joined = dict.fromkeys(members, topics) | {"newcomer": topics}
     subscriptions = _owning(before, joined)
     after_join = _run(StickyAssignor(), partitions_per_topic, subscriptions)
     for member in members:
@@ -712,9 +711,9 @@ def test_assignors_scale(name: str, member_count: int, topic_count: int, partiti
     assert _best_time(lambda: assignor.assign(partitions_per_topic, fresh)) < 0.1
     previous = _run(assignor, partitions_per_topic, fresh)
 
-    one_left = _owning(previous, {member: topics for member in members[1:]})
+    one_left = _owning(previous, dict.fromkeys(members[1:], topics))
     assert _best_time(lambda: assignor.assign(partitions_per_topic, one_left)) < 0.1
-    one_joined = _owning(previous, {member: topics for member in members + ["consumer-new"]})
+    one_joined = _owning(previous, dict.fromkeys([*members, "consumer-new"], topics))
     assert _best_time(lambda: assignor.assign(partitions_per_topic, one_joined)) < 0.1
 
     # Mixed subscriptions: every member follows half of the topics.

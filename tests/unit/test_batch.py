@@ -5,8 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalite.errors import CorruptRecordError, TruncatedBatchError
 from kafkalite.record.batch import (

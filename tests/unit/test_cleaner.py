@@ -44,17 +44,17 @@ def test_compaction_keeps_latest_value_per_key_with_original_offsets(tmp_path: P
     survivors = contents(partition_log)
     active_base = partition_log.active_segment.base_offset
     cleaned_part = {key: (offset, value) for offset, key, value in survivors if offset < active_base}
-    for offset, key, value in survivors:
+    for offset, key, _ in survivors:
         if offset < active_base:
             assert expected[key][0] >= offset
     # In the cleaned part every key appears once, at its latest offset below the active segment.
     keys_in_cleaned = [key for offset, key, _ in survivors if offset < active_base]
     assert len(keys_in_cleaned) == len(set(keys_in_cleaned))
-    for key, (offset, value) in cleaned_part.items():
+    for key, (offset, _) in cleaned_part.items():
         assert offset == max(o for o, k, _ in survivors if k == key and o < active_base)
     # The latest value of every key is still readable, and offsets only grow.
     latest = {}
-    for offset, key, value in survivors:
+    for _, key, value in survivors:
         latest[key] = value
     assert latest == {key: value for key, (_, value) in expected.items()}
     offsets = [offset for offset, _, _ in survivors]

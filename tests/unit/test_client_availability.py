@@ -31,7 +31,7 @@ class ScriptedBroker:
     produce answers come from ``produce(request)``; ``silent`` makes both never answer."""
 
     broker_id: int
-    cluster: "ScriptedCluster"
+    cluster: ScriptedCluster
     silent: bool = False
     produce_requests: int = 0
     metadata_requests: int = 0
@@ -88,7 +88,7 @@ class ScriptedCluster:
         self.leaders = leaders
         self.epoch = 0
 
-    async def start(self) -> "ScriptedCluster":
+    async def start(self) -> ScriptedCluster:
         for broker in self.brokers.values():
             await broker.start()
         return self

@@ -201,8 +201,10 @@ def test_pipelined_connection_matches_answers_in_order() -> None:
             futures = [connection.submit(protocol.PRODUCE if i % 2 == 0 else protocol.FETCH, [b"req-", b"%d" % i])
                        for i in range(4)]
             answers = await asyncio.gather(*futures)
-            assert [(status, bytes(body)) for status, body in answers[:3]] == [(200, b"first"), (200, large), (204, b"")]
-            produce, fetch = (struct.pack(">H", protocol.CHANNEL_APIS[path]) for path in (protocol.PRODUCE, protocol.FETCH))
+            assert [(status, bytes(body)) for status, body in answers[:3]] == [(200, b"first"), (200, large),
+                                                                                (204, b"")]
+            produce, fetch = (struct.pack(">H", protocol.CHANNEL_APIS[path])
+                              for path in (protocol.PRODUCE, protocol.FETCH))
             assert seen == [produce + b"req-0", fetch + b"req-1", produce + b"req-2", fetch + b"req-3"]
             with pytest.raises(errors.NotLeaderForPartitionError):
                 check_answer(*answers[3])

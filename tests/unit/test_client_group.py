@@ -10,7 +10,7 @@ import base64
 import json
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -88,7 +88,8 @@ def test_metadata_encoding_is_deterministic_and_tolerant() -> None:
     assert encoded == encode_json(Subscription(["b", "a"], [("a", 1)], 4, "static-1").to_json())
     assert json.loads(base64.b64decode(encoded)) == subscription.to_json()
     assert decode_subscription(encoded) == subscription
-    assert decode_assignment(encode_json(Assignment([("t", 0), ("t", 2)]).to_json())) == Assignment([("t", 0), ("t", 2)])
+    assignment = Assignment([("t", 0), ("t", 2)])
+    assert decode_assignment(encode_json(assignment.to_json())) == assignment
     assert decode_json("") is None and decode_json("%%%") is None and decode_subscription("e30=") is None
 
 
@@ -149,8 +150,10 @@ class FakeCoordinator:
                 for entry in topic["partitions"]:
                     if not code["error_code"]:
                         self.committed[(topic["name"], entry["partition"])] = entry["offset"]
-            return {"error_code": 0, "topics": [{"name": topic["name"], "partitions": [
-                {"partition": entry["partition"], **code} for entry in topic["partitions"]]} for topic in body["topics"]]}
+            return {"error_code": 0, "topics": [
+                {"name": topic["name"], "partitions": [{"partition": entry["partition"], **code}
+                                                       for entry in topic["partitions"]]}
+                for topic in body["topics"]]}
         if path == protocol.LEAVE_GROUP:
             return {"error_code": 0, "members": []}
         raise AssertionError(f"unexpected request {path}")
@@ -351,7 +354,7 @@ def test_topic_arguments_and_datetimes() -> None:
     for bad in ("orders:x", ":1", "orders:", "orders:-1"):
         with pytest.raises(UsageError):
             parse_topic_argument(bad)
-    utc = int(datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=timezone.utc).timestamp() * 1000)
+    utc = int(datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC).timestamp() * 1000)
     assert parse_datetime_ms("2024-05-06T07:08:09.123Z") == utc
     assert parse_datetime_ms("2024-05-06T09:08:09.123+02:00") == utc
     assert parse_datetime_ms("2024-05-06T09:08:09.123+0200") == utc

@@ -15,17 +15,16 @@ from __future__ import annotations
 import io
 import random
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 
 from kafkalite.client.fetcher import CompletedFetch, Fetcher, PartitionState, take_batches, take_records
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import CorruptRecordError, TruncatedBatchError, UnsupportedCodecError
-
-REJECTED = (CorruptRecordError, UnsupportedCodecError)  # the latter: snappy, where no snappy library is installed
 from kafkalite.record.batch import (
     CRC_START,
     HEADER_SIZE,
@@ -39,6 +38,8 @@ from kafkalite.record.batch import (
 from kafkalite.record.codec import Compression, decompress
 from kafkalite.spark import ArrowBatchDecoder
 from kafkalite.tools.dump_log import dump_log_file
+
+REJECTED = (CorruptRecordError, UnsupportedCodecError)  # the latter: snappy, where no snappy library is installed
 
 TP = TopicPartition("agree", 0)
 REJECT = "reject"

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalite.errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
 from kafkalite.record.batch import CRC_START, HEADER_SIZE, build_batch, crc32c, iter_batches
@@ -26,7 +25,7 @@ def exercise(data: bytes) -> None:
                 records = batch.records()
                 runs = batch.uniform_runs(batch.payload())
                 if runs is not None:
-                    assert sum(run.count for run in runs) == len(records)
+                    assert sum(run.record_count for run in runs) == len(records)
                 for require_keys in (False, True):
                     for contiguous in (False, True):
                         try:

@@ -41,7 +41,8 @@ def test_prints_batches_and_records(tmp_path: Path) -> None:
     code, text = run(["--files", str(segment), "--print-data-log"])
     assert "| offset: 0 CreateTime: 5 keySize: 2 valueSize: 5" in text
     assert "key: k1 payload: hello headers: trace:abc" in text
-    assert "| offset: 1 CreateTime: 6 keySize: -1 valueSize: 5 sequence: -1 headerKeys: [] key: null payload: world" in text
+    assert ("| offset: 1 CreateTime: 6 keySize: -1 valueSize: 5 sequence: -1 headerKeys: [] key: null "
+            "payload: world") in text
     assert text.count("| offset:") == 5
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

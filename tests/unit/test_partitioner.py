@@ -8,12 +8,14 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from itertools import pairwise
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from kafka.partitioner.default import DefaultPartitioner as KafkaPythonDefaultPartitioner
-from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+from hypothesis import given, settings, strategies as st
+from kafka.partitioner.default import (
+    DefaultPartitioner as KafkaPythonDefaultPartitioner,
+    murmur2 as kafka_python_murmur2,
+)
 
 from kafkalite.client.partitioner import (
     DefaultPartitioner,
@@ -194,7 +196,7 @@ def test_keyless_records_stick_until_batch_size_bytes_then_switch() -> None:
     runs = _runs(chosen)
     # 10 records of 100 bytes reach batch_size; the next record moves to another partition.
     assert [length for _, length in runs] == [10] * 100
-    assert all(first != second for (first, _), (second, _) in zip(runs, runs[1:]))
+    assert all(first != second for (first, _), (second, _) in pairwise(runs))
     assert set(Counter(partition for partition, _ in runs)) == set(ALL_6)
 
 
@@ -217,7 +219,7 @@ def test_only_available_partitions_are_chosen() -> None:
     chosen = [partitioner.partition("t", None, ALL_6, available, 10) for _ in range(3000)]
     assert set(chosen) == set(available)
     runs = _runs(chosen)
-    assert all(first != second for (first, _), (second, _) in zip(runs, runs[1:]))
+    assert all(first != second for (first, _), (second, _) in pairwise(runs))
 
 
 def test_single_available_partition_is_kept_after_the_batch_fills() -> None:

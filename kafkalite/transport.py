@@ -432,8 +432,8 @@ class AsyncTransport:
         failed = self._failed_at.get(address)
         if failed is None:
             return 0.0
-        backoff = min(_RECONNECT_BACKOFF_S * 2.0 ** (self._failures_in_row.get(address, 1) - 1),
-                      _RECONNECT_BACKOFF_MAX_S)
+        doublings = min(self._failures_in_row.get(address, 1) - 1, 32)  # 2.0 ** 1024 would overflow
+        backoff = min(_RECONNECT_BACKOFF_S * 2.0 ** doublings, _RECONNECT_BACKOFF_MAX_S)
         return max(0.0, failed + backoff - time.monotonic())
 
     def failed_at(self, address: str) -> float | None:

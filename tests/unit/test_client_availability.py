@@ -271,3 +271,22 @@ def test_timeouts_are_validated_and_capped() -> None:
         ProducerSettings.from_options({"bootstrap_servers": "h:1", "metadata_request_timeout_ms": 0})
     manager = MetadataManager(AsyncTransport(), "h:1", request_timeout_ms=1000, metadata_request_timeout_ms=5000)
     assert manager.metadata_request_timeout_ms == 1000  # never longer than the request timeout
+
+
+def test_reconnect_backoff_stays_capped_after_many_failures_in_a_row() -> None:
+    """A broker down for a long time: thousands of failed connections in a row keep the backoff at
+    reconnect.backoff.max.ms (no overflow of the doubling)."""
+    async def scenario() -> list[float]:
+        transport = AsyncTransport()
+        try:
+            backoffs = []
+            for failures in range(1, 5001):
+                transport.note_failure("127.0.0.1:1")
+                if failures in (1, 2, 5, 1100, 5000):
+                    backoffs.append(transport.reconnect_backoff("127.0.0.1:1"))
+            return backoffs
+        finally:
+            await transport.close()
+    first, second, fifth, many, most = asyncio.run(scenario())
+    assert 0 < first <= 0.05 and first < second <= 0.1
+    assert fifth <= 1.0 and many <= 1.0 and most <= 1.0

@@ -14,7 +14,6 @@ that subscribes joins the group (``ConsumerRebalanceListener`` hears of rebalanc
 offsets; the admin clients list, describe, reset and delete groups.
 """
 
-from kafkalite.client.accumulator import BulkFuture, RecordFuture
 from kafkalite.client.admin import (
     AIOKafkaAdminClient,
     GroupInformation,
@@ -30,6 +29,7 @@ from kafkalite.client.assignors import (
 )
 from kafkalite.client.consumer import AIOKafkaConsumer, KafkaConsumer
 from kafkalite.client.fetcher import FetchedBatch
+from kafkalite.client.futures import BulkFuture, RecordFuture
 from kafkalite.client.group import ConsumerRebalanceListener
 from kafkalite.client.partitioner import DefaultPartitioner, RoundRobinPartitioner
 from kafkalite.client.producer import AIOKafkaProducer, KafkaProducer

@@ -68,7 +68,7 @@ from kafkalite.client.group import (
     offsets_body,
 )
 from kafkalite.client.metadata import MetadataManager, parse_bootstrap
-from kafkalite.client.producer import check_common_options
+from kafkalite.client.options import check_common_options
 from kafkalite.client.types import (
     ConfigResource,
     ConfigResourceType,

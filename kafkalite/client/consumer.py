@@ -74,7 +74,7 @@ from kafkalite.client.fetcher import (
 )
 from kafkalite.client.group import GroupMembership, resolve_assignors
 from kafkalite.client.metadata import ClusterView, MetadataManager, parse_bootstrap
-from kafkalite.client.producer import check_common_options
+from kafkalite.client.options import check_common_options
 from kafkalite.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kafkalite.errors import (
     ConfigError,

@@ -30,7 +30,7 @@ from kafkalite.client.assignors import (
 from kafkalite.client.consumer import AIOKafkaConsumer, KafkaConsumer
 from kafkalite.client.fetcher import FetchedBatch
 from kafkalite.client.futures import BulkFuture, RecordFuture
-from kafkalite.client.group import ConsumerRebalanceListener
+from kafkalite.client.group_assignment import ConsumerRebalanceListener
 from kafkalite.client.partitioner import DefaultPartitioner, RoundRobinPartitioner
 from kafkalite.client.producer import AIOKafkaProducer, KafkaProducer
 from kafkalite.client.types import (

@@ -58,15 +58,9 @@ from typing import Any, NamedTuple
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
 from kafkalite.client.assignors import Assignment, Subscription
+from kafkalite.client.coordinator_link import CoordinatorLink, fetch_offsets, offsets_body
 from kafkalite.client.fetcher import list_offsets
-from kafkalite.client.group import (
-    PROTOCOL_TYPE,
-    CoordinatorLink,
-    decode_assignment,
-    decode_subscription,
-    fetch_offsets,
-    offsets_body,
-)
+from kafkalite.client.group_assignment import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from kafkalite.client.metadata import MetadataManager, parse_bootstrap
 from kafkalite.client.options import check_common_options
 from kafkalite.client.types import (

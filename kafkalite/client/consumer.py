@@ -72,7 +72,8 @@ from kafkalite.client.fetcher import (
     take_batches,
     take_records,
 )
-from kafkalite.client.group import GroupMembership, resolve_assignors
+from kafkalite.client.group import GroupMembership
+from kafkalite.client.group_assignment import resolve_assignors
 from kafkalite.client.metadata import ClusterView, MetadataManager, parse_bootstrap
 from kafkalite.client.options import check_common_options
 from kafkalite.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition

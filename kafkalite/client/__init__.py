@@ -14,13 +14,8 @@ that subscribes joins the group (``ConsumerRebalanceListener`` hears of rebalanc
 offsets; the admin clients list, describe, reset and delete groups.
 """
 
-from kafkalite.client.admin import (
-    AIOKafkaAdminClient,
-    GroupInformation,
-    KafkaAdminClient,
-    MemberInformation,
-    PartitionLag,
-)
+from kafkalite.client.admin import AIOKafkaAdminClient, KafkaAdminClient
+from kafkalite.client.admin_core import GroupInformation, MemberInformation, PartitionLag
 from kafkalite.client.assignors import (
     CooperativeStickyAssignor,
     RangeAssignor,

@@ -149,7 +149,7 @@ class GroupCoordinator:
         number = partition.partition
         started = asyncio.get_running_loop().time()
         try:
-            records = await asyncio.to_thread(self.store.log.read, number)
+            records = await self.store.log.read(number)
             if not partition.is_leader:
                 return
             groups = replay(records, number, self.wall_ms(), self.clock.monotonic())

@@ -7,12 +7,13 @@ the groups of one partition from its records (latest value per key; tombstones r
 :class:`OffsetStore` writes commits, group records and tombstones, mapping the log's errors to the
 names a group client expects.
 
-Concurrency: event-loop only, except :meth:`OffsetLog.read`, which reads files and runs on a
-worker thread.
+Concurrency: event-loop only; :class:`ReplicaOffsetLog` reads a partition's files on a worker
+thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Protocol
 
@@ -40,6 +41,7 @@ from kafkalite.errors import (
     RequestTimedOutError,
 )
 from kafkalite.record.batch import build_batch
+from kafkalite.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +65,8 @@ class OffsetLog(Protocol):
         client must see it."""
         ...
 
-    def read(self, partition: int) -> list[KeyedRecord]:
-        """Every keyed record of the partition, oldest first (blocking: call from a worker thread)."""
+    async def read(self, partition: int) -> list[KeyedRecord]:
+        """Every keyed record of the partition, oldest first."""
         ...
 
 
@@ -87,12 +89,17 @@ class ReplicaOffsetLog:
         message = results[0].error_message
         return mapped(message) if mapped else protocol.error_for(code, message)
 
-    def read(self, partition: int) -> list[KeyedRecord]:
+    async def read(self, partition: int) -> list[KeyedRecord]:
+        """The partition is looked up on the event loop; its files are read on a worker thread."""
         hosted = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
         if hosted is None:
             raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
+        return await asyncio.to_thread(self._read_log, hosted.log)
+
+    @staticmethod
+    def _read_log(log: PartitionLog) -> list[KeyedRecord]:
         records: list[KeyedRecord] = []
-        for batch in hosted.log.batches(hosted.log.log_start_offset):
+        for batch in log.batches(log.log_start_offset):
             for record in batch.records():
                 if record.key is not None:
                     records.append((record.key, record.value))

@@ -98,7 +98,7 @@ class TmpDirOffsetLog:
         self.log.append_as_leader(build_batch([value for _, value in records], keys=[key for key, _ in records]), 0)
         return None
 
-    def read(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+    async def read(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         return [(record.key, record.value) for batch in self.log.batches(0) for record in batch.records()
                 if record.key is not None]
 
@@ -186,7 +186,7 @@ def test_join_and_sync_with_three_members(tmp_path: Path) -> None:
         assert harness.machine.groups[GROUP].state is GroupState.STABLE
 
         # The stored group record brings back the same generation, leader and assignments.
-        loaded = replay(harness.offset_log.read(PARTITION), PARTITION, 0, 0.0)[GROUP]
+        loaded = replay(await harness.offset_log.read(PARTITION), PARTITION, 0, 0.0)[GROUP]
         assert (loaded.state, loaded.generation, loaded.leader_id) == (GroupState.STABLE, 1, ids[0])
         assert {member_id: member.assignment for member_id, member in loaded.members.items()} == {
             member_id: f"parts-of-{member_id}".encode() for member_id in ids}
@@ -324,7 +324,7 @@ def test_offset_commit_with_a_stale_generation_is_rejected(tmp_path: Path) -> No
         outcomes = await harness.store.commit(group, [CommitPartition("events", 3, 42, 5, "m")],
                                               harness.clock.wall_ms())
         assert [(outcome.topic, outcome.partition, outcome.error) for outcome in outcomes] == [("events", 3, None)]
-        loaded = replay(harness.offset_log.read(PARTITION), PARTITION, 0, 0.0)[GROUP]
+        loaded = replay(await harness.offset_log.read(PARTITION), PARTITION, 0, 0.0)[GROUP]
         committed = loaded.offsets[("events", 3)]
         assert (committed.offset, committed.leader_epoch, committed.metadata) == (42, 5, "m")
 

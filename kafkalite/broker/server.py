@@ -30,7 +30,6 @@ from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.http import BrokerAppRunner, build_app, render_headers, render_payload
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.replica import ReplicaManager
-from kafkalite.client.partitioner import murmur2, to_positive
 from kafkalite.config import BrokerConfig, load_properties
 from kafkalite.coord import znodes
 from kafkalite.coord.zk import SessionState, ZooKeeperClient
@@ -49,6 +48,7 @@ from kafkalite.errors import (
 from kafkalite.record.batch import build_batch, decode_all
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
+from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
 
 log = logging.getLogger(__name__)
@@ -554,7 +554,7 @@ class Broker:
             partition = record["partition"]
             if partition is None:
                 if record["key"] is not None:
-                    partition = to_positive(murmur2(record["key"])) % count
+                    partition = partition_for_key(record["key"], count)
                 else:
                     partition = round_robin % count
                     round_robin += 1

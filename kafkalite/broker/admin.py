@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalite import protocol
-from kafkalite.broker import assignment
+from kafkalite import assignment, protocol
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.config import BrokerConfig, LogConfig, topic_config_names
 from kafkalite.coord import znodes

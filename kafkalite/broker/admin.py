@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalite.broker import assignment
+from kafkalite import assignment
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.config import BrokerConfig, LogConfig, topic_config_names
 from kafkalite.coord import znodes
@@ -39,7 +39,7 @@ from kafkalite.errors import (
     ZNodeMissingError,
     ZNodeVersionConflictError,
 )
-from kafkalite.storage.files import topic_name_problem
+from kafkalite.topics import validate_topic_name as _validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,8 @@ class NewTopic:
 
 
 def validate_topic_name(name: str) -> None:
-    problem = topic_name_problem(name)
-    if problem:
-        raise InvalidTopicError(problem)
+    """Raise InvalidTopicError (INVALID_TOPIC_EXCEPTION) unless ``name`` is legal (:mod:`kafkalite.topics`)."""
+    _validate_topic_name(name)
 
 
 def validate_topic_configs(configs: dict[str, str]) -> None:

@@ -36,7 +36,6 @@ from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.replica import ReplicaManager
-from kafkalite.client.partitioner import murmur2, to_positive
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.zk import ZooKeeperClient
@@ -52,6 +51,7 @@ from kafkalite.errors import (
 )
 from kafkalite.record.batch import build_batch, decode_all
 from kafkalite.storage.manager import LogManager
+from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
 
 log = logging.getLogger(__name__)
@@ -373,7 +373,7 @@ class RecordsService:
             partition = record.partition
             if partition is None:
                 if record.key is not None:
-                    partition = to_positive(murmur2(record.key)) % count
+                    partition = partition_for_key(record.key, count)
                 else:
                     partition = round_robin % count
                     round_robin += 1

@@ -43,7 +43,8 @@ from kafkalite import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient, ZooKeeperTransaction
+from kafkalite.coord.coordinator import Coordinator, CoordinatorTransaction, ZNodeStat
+from kafkalite.coord.watch import Watch
 from kafkalite.errors import (
     KafkaliteError,
     NotControllerError,
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 class Controller:
     """Controller election and duties for one broker. See the module docstring."""
 
-    def __init__(self, config: BrokerConfig, zookeeper: ZooKeeperClient, metadata: MetadataCache,
+    def __init__(self, config: BrokerConfig, zookeeper: Coordinator, metadata: MetadataCache,
                  topic_configs: Callable[[str], dict[str, str]], clock: Callable[[], int]) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -198,7 +199,7 @@ class Controller:
         # that could hang while ZooKeeper is unreachable.
 
     # -- fenced writes ------------------------------------------------------------------------
-    def _fenced(self) -> ZooKeeperTransaction:
+    def _fenced(self) -> CoordinatorTransaction:
         transaction = self.zookeeper.transaction()
         transaction.check(znodes.CONTROLLER_EPOCH_PATH, self.epoch_version)
         return transaction

@@ -11,8 +11,11 @@ socket and no ZooKeeper or broker process runs: only coordination and time are t
 Follower brokers are played by the tests themselves (follower fetch requests sent straight to
 the leader's ReplicaManager), so no replica fetcher ever starts.
 
-Waiting is :meth:`BrokerCluster.wait_until`: a condition polled, after the twin's callbacks have
-settled, until a deadline (the controller coalesces notifications for a few real milliseconds).
+Time: the broker units read the :class:`FakeClock`, and the controllers' delays (coalescing
+notifications, retrying a lost race) go through :func:`no_delay`, which only yields to the loop,
+so no scenario waits on real time. Waiting is :meth:`BrokerCluster.wait_until`: a condition
+polled, after the twin's callbacks have settled, until a (real-time) deadline that only bounds a
+broken scenario.
 
 Concurrency: everything runs on the loop of :func:`run_scenario`.
 """
@@ -42,6 +45,11 @@ _Result = TypeVar("_Result")
 SCENARIO_TIMEOUT = 20.0
 #: Bound of one wait_until (real seconds).
 WAIT_TIMEOUT = 5.0
+
+
+async def no_delay(seconds: float) -> None:
+    """The controllers' ``sleep``: whatever the delay, only let the other tasks run once."""
+    await asyncio.sleep(0)
 
 
 class FakeClock:
@@ -87,6 +95,7 @@ class BrokerCluster:
         #: Topic config overrides, as the controllers' ``topic_configs`` callables see them.
         self.topic_configs: dict[str, dict[str, str]] = {}
         self._topic_ids = itertools.count(1)
+        self._detached: list[LogManager] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -111,6 +120,8 @@ class BrokerCluster:
             await node.session.stop()
             if node.log_manager is not None:
                 node.log_manager.shutdown()
+        for log_manager in self._detached:
+            log_manager.shutdown()
         await self.admin.stop()
 
     async def add_broker(self, broker_id: int, *, replicas: bool = False, candidate: bool = True,
@@ -126,7 +137,7 @@ class BrokerCluster:
         session = self.ensemble.client(session_timeout=6.0)
         await session.start()
         metadata = MetadataCache(session, broker_id)
-        controller = Controller(config, session, metadata, self._configs_of, self.clock)
+        controller = Controller(config, session, metadata, self._configs_of, self.clock, sleep=no_delay)
         node = BrokerNode(broker_id, config, session, metadata, controller)
         if replicas:
             node.log_manager = LogManager([Path(directory) for directory in config.log_dirs], config.log,
@@ -141,6 +152,15 @@ class BrokerCluster:
             await controller.try_elect()
         await self.ensemble.settle()
         return node
+
+    def detached_replica_manager(self, broker_id: int) -> ReplicaManager:
+        """A ReplicaManager over its own logs whose metadata cache is never started: no watch
+        makes it lead, follow or fetch; a test drives it by hand (a follower's apply path)."""
+        config = BrokerConfig(broker_id=broker_id, log_dirs=(str(self.directory / f"detached-{broker_id}"),))
+        log_manager = LogManager([Path(directory) for directory in config.log_dirs], config.log, clock=self.clock)
+        log_manager.start()
+        self._detached.append(log_manager)
+        return ReplicaManager(config, log_manager, MetadataCache(self.admin, broker_id), self.admin, self.clock)
 
     async def register(self, broker_id: int) -> None:
         """Create the broker's ephemeral registration with its own session (as the server does)."""
@@ -212,7 +232,7 @@ class BrokerCluster:
                 return
             if loop.time() > deadline:
                 raise AssertionError(f"timed out waiting until {what}")
-            await asyncio.sleep(0.002)  # let the controller's coalescing delay run out
+            await asyncio.sleep(0.001)  # a poll interval: log creation runs in worker threads
 
     async def wait_for_passes(self, broker_id: int, passes: int = 2) -> None:
         """Wake the controller on ``broker_id`` and wait until it completed ``passes`` more
@@ -236,12 +256,15 @@ def records(count: int, start: int = 0) -> bytes:
 def run_scenario(directory: Path, clock: FakeClock,
                  scenario: Callable[[BrokerCluster], Awaitable[_Result]]) -> _Result:
     """Run ``scenario`` on a started cluster in a fresh loop; the cluster is stopped afterwards."""
-    async def bounded() -> _Result:
+    async def whole() -> _Result:
         cluster = BrokerCluster(directory, clock)
         await cluster.start()
         try:
-            return await asyncio.wait_for(scenario(cluster), SCENARIO_TIMEOUT)
+            return await scenario(cluster)
         finally:
             await cluster.stop()
+
+    async def bounded() -> _Result:
+        return await asyncio.wait_for(whole(), SCENARIO_TIMEOUT)
 
     return asyncio.run(bounded())

@@ -130,8 +130,15 @@ def test_a_lagging_follower_leaves_the_isr_after_the_lag_time_and_rejoins_when_c
         accepted = await produce(manager, 1, acks=1, start=5)
         assert (accepted.error_code, accepted.base_offset) == (0, 5)
 
-        # Follower 3 catches up to the log end: it rejoins the ISR, again by a conditional write.
+        # Follower 3 moving, but still below the high watermark, does not rejoin yet.
         await follower_fetch(manager, 2, 6)
+        assert partition.high_watermark == 6
+        await follower_fetch(manager, 3, 4)
+        assert partition.pending_isr is None  # no ISR write was even scheduled
+        await cluster.ensemble.settle()
+        assert partition.isr == [1, 2] and state_znode(cluster) == (state, version)
+
+        # Follower 3 catches up to the log end: it rejoins the ISR, again by a conditional write.
         await follower_fetch(manager, 3, 6)
         await cluster.wait_until(lambda: state_znode(cluster)[0].isr == [1, 2, 3], "the ISR expands")
         assert state_znode(cluster)[1] == first_version + 2

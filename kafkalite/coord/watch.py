@@ -15,7 +15,7 @@ import collections
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class SerialDispatcher:
         self._pending: collections.deque[tuple[Any, ...]] = collections.deque()
         self._draining = False
         self._closed = False
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Future[Any] | None = None
 
     @property
     def closed(self) -> bool:
@@ -65,19 +65,22 @@ class SerialDispatcher:
                 logger.exception("coordination callback for %s failed", self._description)
                 continue
             if inspect.isawaitable(result):
-                self._task = self._loop.create_task(self._await_then_drain(result))
+                # The awaitable runs as its own task (so cancelling it before it started closes
+                # the coroutine properly); the next event waits for it to finish.
+                task = asyncio.ensure_future(result, loop=self._loop)
+                self._task = task
+                task.add_done_callback(self._after_callback)
                 return
         self._draining = False
 
-    async def _await_then_drain(self, awaitable: Awaitable[Any]) -> None:
-        try:
-            await awaitable
-        except asyncio.CancelledError:
-            self._draining = False
-            raise
-        except Exception:
-            logger.exception("coordination callback for %s failed", self._description)
+    def _after_callback(self, task: asyncio.Future[Any]) -> None:
         self._task = None
+        if task.cancelled():
+            self._draining = False
+            return
+        error = task.exception()
+        if error is not None:
+            logger.error("coordination callback for %s failed", self._description, exc_info=error)
         self._drain()
 
     def close(self) -> None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient
+from kafkalite.coord.coordinator import Coordinator, ZNodeStat
+from kafkalite.coord.watch import Watch
 from kafkalite.errors import (
     CoordinationError,
     KafkaliteError,
@@ -100,7 +101,7 @@ class MetadataListener(Protocol):
 class MetadataCache:
     """ZooKeeper-fed cluster view of one broker. See the module docstring."""
 
-    def __init__(self, zookeeper: ZooKeeperClient, broker_id: int) -> None:
+    def __init__(self, zookeeper: Coordinator, broker_id: int) -> None:
         self.zookeeper = zookeeper
         self.broker_id = broker_id
         self.cluster_id = ""

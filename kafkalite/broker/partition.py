@@ -240,10 +240,13 @@ class Partition:
         if threading.get_ident() != self._loop_thread:
             raise RuntimeError(f"{self.name}: partition state touched off its event loop thread")
 
-    async def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
+    async def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int, *,
+                               wait_for_flush: bool = True) -> AppendInfo:
         """Validate, check idempotence, append at the log end and, when ``flush.messages``
-        asks for it, wait for the fsync covering the records. See the module docstring for
-        which step runs where and for the order guarantee."""
+        asks for it, wait for the fsync covering the records (unless ``wait_for_flush`` is
+        False: the caller then asks :meth:`needs_flush` at once and awaits
+        :meth:`flush_through`). See the module docstring for which step runs where and for
+        the order guarantee."""
         self.check_leader()
         if self._queued_appends == 0 and not self._validate_in_worker(records):
             # Nothing queued ahead of it: validate and write in this loop step.
@@ -260,10 +263,18 @@ class Partition:
                     info = self._append_checked(checked, records, required_acks)
             finally:
                 self._queued_appends -= 1
-        if self.log.flush_pending() or (self.log.config.flush_messages <= 1
-                                        and self.log.recovery_point <= info.last_offset):
+        if wait_for_flush and self.needs_flush(info):  # asked in the append's own loop step
             await self.flush_through(info.last_offset + 1)
         return info
+
+    def needs_flush(self, info: AppendInfo) -> bool:
+        """Asked right after an append (before any other append can run): True when it must
+        be fsynced before it is acknowledged: it reached
+        ``flush.messages`` (or, with ``flush.messages=1``, a duplicate's original records are
+        not fsynced yet)."""
+        return self.log.flush_pending() or (self.log.config.flush_messages <= 1
+                                            and self.log.recovery_point <= info.last_offset)
+
 
     @staticmethod
     def _validate_in_worker(records: bytes | bytearray | memoryview) -> bool:
@@ -342,7 +353,9 @@ class Partition:
                 self.producer_state.update(batch, batch.base_offset, batch.last_offset)
 
     def rebuild_producer_state(self) -> None:
-        """Blocking: rebuild idempotence state from the log's batch headers."""
+        """Blocking: rebuild idempotence state from the log's batch headers. The replica
+        manager runs it on a worker thread before the partition is published (no other
+        reference to it exists yet), the one exception to the event-loop-only rule."""
         self.producer_state.rebuild(self.log.batch_headers())
 
     async def wait_for_replication(self, required_offset: int, timeout: float) -> None:

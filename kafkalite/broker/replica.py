@@ -19,7 +19,8 @@ the producer-state rebuild of a partition not yet published, and on the request 
 
 * produce: validation of big or compressed requests and the fsync ``flush.messages`` asks
   for (see :mod:`kafkalite.broker.partition`, which also keeps appends in arrival order);
-  the offset assignment, idempotence check and page-cache write run on the loop;
+  the offset assignment, idempotence check and page-cache write run on the loop. A request's
+  partitions are appended one after the other, then their fsyncs are awaited together;
 * fetch: a read that may return more than ``READ_INLINE_BYTES`` (a pread under the log's
   lock); smaller reads, the common tail-following case, run on the loop;
 * follower append: the CRC check of a replicated chunk over ``FOLLOWER_CHECK_INLINE_BYTES``
@@ -57,7 +58,7 @@ from kafkalite.errors import (
     ZNodeVersionConflictError,
 )
 from kafkalite.protocol import FetchRequest, FetchResult, ProduceRequest, ProduceResult
-from kafkalite.storage.log import PartitionLog
+from kafkalite.storage.log import AppendInfo, PartitionLog
 from kafkalite.storage.manager import LogManager
 from kafkalite.storage.validation import check_batches
 
@@ -305,14 +306,17 @@ class ReplicaManager:
             raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {request.acks}")
         results: list[ProduceResult] = []
         waits: list[tuple[int, Partition, int]] = []
+        flushes: list[tuple[int, Partition, AppendInfo]] = []
         for item in request.partitions:
             try:
                 if item.topic in INTERNAL_TOPICS and not allow_internal:
                     raise InvalidTopicError(f"clients may not write to the internal topic {item.topic}")
                 partition = self._partition_for(item.topic, item.partition)
-                info = await partition.append_as_leader(item.records, request.acks)
+                info = await partition.append_as_leader(item.records, request.acks, wait_for_flush=False)
                 results.append(ProduceResult(item.topic, item.partition, 0, info.first_offset, info.log_append_time,
                                              partition.log.log_start_offset))
+                if partition.needs_flush(info):
+                    flushes.append((len(results) - 1, partition, info))
                 if request.acks == -1:
                     waits.append((len(results) - 1, partition, info.last_offset + 1))
             except Exception as exc:  # every failure becomes a per-partition error code
@@ -320,6 +324,27 @@ class ReplicaManager:
                 if code == UnknownServerError.errno:
                     log.exception("produce to %s-%d failed", item.topic, item.partition)
                 results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
+        if flushes:  # the fsyncs flush.messages asks for, every partition's at once
+            flushed: list[BaseException | None]
+            if len(flushes) == 1:
+                _, partition, info = flushes[0]
+                try:
+                    await partition.flush_through(info.last_offset + 1)
+                    flushed = [None]
+                except Exception as exc:  # reported per partition below
+                    flushed = [exc]
+            else:
+                flushed = await asyncio.gather(*(partition.flush_through(info.last_offset + 1)
+                                                 for _, partition, info in flushes),
+                                               return_exceptions=True)
+            failed = set()
+            for (index, _partition, _info), outcome in zip(flushes, flushed):
+                if isinstance(outcome, BaseException):
+                    code, message = _error_code(outcome)
+                    previous = results[index]
+                    results[index] = ProduceResult(previous.topic, previous.partition, code, -1, -1, -1, message)
+                    failed.add(index)
+            waits = [wait for wait in waits if wait[0] not in failed]
         if waits and self.fenced_reason is not None:
             # Fenced while an append waited for a worker thread: nothing will complete the waits.
             error = NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {self.fenced_reason}")

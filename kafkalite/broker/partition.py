@@ -268,13 +268,12 @@ class Partition:
         return info
 
     def needs_flush(self, info: AppendInfo) -> bool:
-        """Asked right after an append (before any other append can run): True when it must
-        be fsynced before it is acknowledged: it reached
+        """Whether an append must be fsynced before it is acknowledged: it reached
         ``flush.messages`` (or, with ``flush.messages=1``, a duplicate's original records are
-        not fsynced yet)."""
+        not fsynced yet). Ask right after the append, in the same loop step: a later append
+        or flush changes the answer."""
         return self.log.flush_pending() or (self.log.config.flush_messages <= 1
                                             and self.log.recovery_point <= info.last_offset)
-
 
     @staticmethod
     def _validate_in_worker(records: bytes | bytearray | memoryview) -> bool:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for type checkers (importing ka
         TopicPartition as TopicPartition,
     )
 
-__version__ = "0.1.0"
+from kafkalite.version import __version__ as __version__
 
 _CLIENT_NAMES = frozenset({
     "AIOKafkaAdminClient", "AIOKafkaConsumer", "AIOKafkaProducer", "BatchMetadata", "ConfigResource",

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: ruff (lint, rules in pyproject.toml), mypy --strict (setup.cfg [mypy]), then
-# pytest (unit and integration, with real ZooKeeper and broker processes); the first that fails stops it.
+# Runs the whole test suite: ruff (lint, rules in pyproject.toml), lint-imports (the import contracts in
+# setup.cfg [importlinter]: the layers drawn in the README, no import cycles), mypy --strict (setup.cfg
+# [mypy]), then pytest (unit and integration, with real ZooKeeper and broker processes); the first that
+# fails stops it.
 # Installs what it needs first (scripts/install.sh). Extra arguments go to pytest.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,6 +11,11 @@ cd "$here"
 echo "ruff check kafkalite pyspark_kafkalite tests scripts"
 if ! .venv/bin/python -m ruff check --quiet kafkalite pyspark_kafkalite tests scripts; then
   echo "Error: ruff found the problems above; fix them before the tests run" >&2
+  exit 1
+fi
+echo "lint-imports (setup.cfg [importlinter])"
+if ! .venv/bin/lint-imports; then
+  echo "Error: lint-imports found imports that break the layer contracts above; fix them before the tests run" >&2
   exit 1
 fi
 echo "mypy --strict kafkalite pyspark_kafkalite"

@@ -5,8 +5,9 @@
 set -euo pipefail
 
 readonly SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly STANDALONE_TEMPLATE="$SCRIPT_DIR/zoo.cfg.template"
-readonly ENSEMBLE_TEMPLATE="$SCRIPT_DIR/zoo-ensemble.cfg.template"
+# The zoo.cfg templates are package data of kafkalite.local, which renders them too.
+readonly STANDALONE_TEMPLATE="$SCRIPT_DIR/../kafkalite/local/zoo.cfg.template"
+readonly ENSEMBLE_TEMPLATE="$SCRIPT_DIR/../kafkalite/local/zoo-ensemble.cfg.template"
 readonly ZOOKEEPER_JAR=/usr/share/java/zookeeper.jar
 readonly SLF4J_JAR=/usr/share/java/slf4j-simple.jar
 readonly MAIN_CLASS=org.apache.zookeeper.server.quorum.QuorumPeerMain

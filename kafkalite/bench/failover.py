@@ -33,7 +33,10 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from kafkalite.local.cluster import BrokerCluster
+from kafkalite.local.verifiable import VerifiableProducer
+from kafkalite.local.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
+
 TOPIC = "failover-bench"
 # Broker defaults (kafkalite.config) for what matters to failover, written out explicitly so
 # that the test cluster helper's shortened values do not apply.
@@ -48,21 +51,11 @@ BROKER_DEFAULTS = {
 }
 
 
-def _support() -> Any:
-    """The test-support helpers that start real processes (ZooKeeper, brokers, tools)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import tests.support.cluster as cluster_module
-    import tests.support.verifiable as verifiable_module
-    import tests.support.zookeeper as zookeeper_module
-    return cluster_module, zookeeper_module, verifiable_module
-
-
-def _leader(cluster: Any, observer: int | None = None) -> int:
+def _leader(cluster: BrokerCluster, observer: int | None = None) -> int:
     return int(cluster.partitions(TOPIC, observer)[0]["leader"])
 
 
-def _restore(cluster: Any, victim: int, observer: int) -> None:
+def _restore(cluster: BrokerCluster, victim: int, observer: int) -> None:
     broker = cluster.brokers[victim]
     if not broker.alive:
         broker.start()
@@ -70,7 +63,7 @@ def _restore(cluster: Any, victim: int, observer: int) -> None:
     cluster.wait_in_sync(TOPIC, timeout=120, broker_id=observer)
 
 
-def measure_kill(cluster: Any, session_timeout_ms: int) -> tuple[float, float]:
+def measure_kill(cluster: BrokerCluster, session_timeout_ms: int) -> tuple[float, float]:
     """(seconds until a new leader is in the metadata, seconds until an acks=all produce succeeded)."""
     from kafkalite import KafkaProducer
 
@@ -98,12 +91,12 @@ def measure_kill(cluster: Any, session_timeout_ms: int) -> tuple[float, float]:
     return elected_after, available_after
 
 
-def measure_controlled_shutdown(cluster: Any, directory: Path, throughput: float,
-                                verifiable: Any) -> tuple[int, int, float, float, float]:
+def measure_controlled_shutdown(cluster: BrokerCluster, directory: Path,
+                                throughput: float) -> tuple[int, int, float, float, float]:
     """(sent, send errors, longest stall after SIGTERM, longest stall overall, shutdown seconds)."""
     victim = _leader(cluster)
     observer = next(broker_id for broker_id in sorted(cluster.brokers) if broker_id != victim)
-    producer = verifiable.VerifiableProducer(cluster.bootstrap, TOPIC,
+    producer = VerifiableProducer(cluster.bootstrap, TOPIC,
                                              directory / f"producer-{uuid.uuid4().hex[:6]}.err",
                                              max_messages=1_000_000, throughput=throughput,
                                              value_prefix=f"cs-{uuid.uuid4().hex[:6]}")
@@ -140,15 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throughput", type=float, default=500.0,
                         help="records/s of the producer during controlled shutdown (default 500)")
     arguments = parser.parse_args(argv)
-    cluster_module, zookeeper_module, verifiable = _support()
-    zookeeper_module.ensure_zookeeper_installed()
+    ensure_zookeeper_installed()
     with tempfile.TemporaryDirectory(prefix="kafkalite-failover-") as temporary:
         directory = Path(temporary)
-        zookeeper = zookeeper_module.ZooKeeperServer(directory / "zookeeper", tick_time=500)
+        zookeeper = ZooKeeperServer(directory / "zookeeper", tick_time=500)
         zookeeper.start()
         cluster = None
         try:
-            cluster = cluster_module.BrokerCluster(
+            cluster = BrokerCluster(
                 directory / "brokers", f"{zookeeper.connect_string}/failover-{uuid.uuid4().hex[:6]}", size=3,
                 session_timeout_ms=arguments.session_timeout_ms, extra_properties=BROKER_DEFAULTS).start()
             cluster.create_topic(TOPIC, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
@@ -175,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             failures = 0
             for round_number in range(1, arguments.rounds + 1):
                 sent, errors, stall_after, stall_overall, shutdown = measure_controlled_shutdown(
-                    cluster, directory, arguments.throughput, verifiable)
+                    cluster, directory, arguments.throughput)
                 failures += errors
                 stalls.append(stall_after)
                 print(f"  round {round_number}: {sent} sent, {errors} failed, longest stall after SIGTERM "

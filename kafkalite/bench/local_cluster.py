@@ -1,30 +1,24 @@
 """A throwaway ZooKeeper and broker cluster for the benchmarks that need one.
 
-The cluster comes from the test support code (real ZooKeeper from the system package, real
-broker processes on free loopback ports), so a benchmark runs from a checkout of the
-repository. Concurrency: call from the benchmark's main thread; stop both when done.
+The cluster comes from :mod:`kafkalite.local` (real ZooKeeper from the system package, real
+broker processes on free loopback ports), so a benchmark runs from a checkout or from an
+installed package alike. Concurrency: call from the benchmark's main thread; stop both when done.
 """
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from kafkalite.local.cluster import BrokerCluster
+from kafkalite.local.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
 
 
-def start_cluster(directory: Path, size: int) -> tuple[Any, Any]:
+def start_cluster(directory: Path, size: int) -> tuple[ZooKeeperServer, BrokerCluster]:
     """(zookeeper, cluster): ZooKeeper and ``size`` brokers under ``directory``, started.
 
     Retention checks are spaced out (every 5 minutes) so they do not run during a measurement.
     """
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from tests.support.cluster import BrokerCluster
-    from tests.support.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
-
     ensure_zookeeper_installed()
     zookeeper = ZooKeeperServer(directory / "zookeeper", tick_time=500)
     zookeeper.start()

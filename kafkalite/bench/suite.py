@@ -60,6 +60,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from kafkalite.local.cluster import PACKAGE_PARENT, BrokerCluster
+from kafkalite.local.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
 from kafkalite.tools.common import ToolArgumentParser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,15 +176,6 @@ def verdict(met: bool) -> str:
 # --- processes --------------------------------------------------------------------------------
 
 
-def _support() -> tuple[Any, Any]:
-    """The launchers of tests/support (real ZooKeeper and broker processes, cleaned up at exit)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import tests.support.cluster as cluster_module
-    import tests.support.zookeeper as zookeeper_module
-    return cluster_module, zookeeper_module
-
-
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a live process (0 when it is gone)."""
     try:
@@ -207,7 +200,8 @@ class Runner:
         self.reserve = 0.0  # seconds kept back for what comes after the tools (P5)
         self.notes = notes
         self.broker_pids: list[int] = []
-        self.environment = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.environment = dict(os.environ,
+                                PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
     def run(self, module: str, arguments: Sequence[str], label: str) -> ToolRun:
         """Run ``python -m module arguments``, echoing its output as progress; bounded in time
@@ -268,31 +262,29 @@ class Environment:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.cluster_module, self.zookeeper_module = _support()
-        self.zookeeper: Any = None
-        self.cluster: Any = None
+        self.zookeeper: ZooKeeperServer | None = None
+        self.cluster: BrokerCluster | None = None
         self.cluster_number = 0
 
-    def start_cluster(self, size: int) -> Any:
+    def start_cluster(self, size: int) -> BrokerCluster:
         """Stop the current cluster (deleting its data) and start one of ``size`` brokers."""
         self.stop_cluster()
         if self.zookeeper is None:
-            self.zookeeper_module.ensure_zookeeper_installed()
-            self.zookeeper = self.zookeeper_module.ZooKeeperServer(self.directory / "zookeeper", tick_time=500)
+            ensure_zookeeper_installed()
+            self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_time=500)
             self.zookeeper.start()
         self.cluster_number += 1
         directory = self.directory / f"cluster-{self.cluster_number}"
         chroot = f"{self.zookeeper.connect_string}/bench-{uuid.uuid4().hex[:8]}"
         log(f"starting {size} broker(s)")
-        self.cluster = self.cluster_module.BrokerCluster(directory, chroot, size=size,
-                                                         extra_properties=BROKER_PROPERTIES)
+        cluster = self.cluster = BrokerCluster(directory, chroot, size=size, extra_properties=BROKER_PROPERTIES)
         try:
-            self.cluster.start()
+            cluster.start()
         except BaseException:
             self.stop_cluster()
             raise
-        log(f"brokers at {self.cluster.bootstrap}")
-        return self.cluster
+        log(f"brokers at {cluster.bootstrap}")
+        return cluster
 
     def broker_pids(self) -> list[int]:
         """Process ids of the current cluster's brokers."""

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalite import protocol
-from kafkalite.broker import assignment
+from kafkalite import assignment
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.config import BrokerConfig, LogConfig, topic_config_names
 from kafkalite.coord import znodes
@@ -40,7 +39,7 @@ from kafkalite.errors import (
     ZNodeMissingError,
     ZNodeVersionConflictError,
 )
-from kafkalite.storage.files import topic_name_problem
+from kafkalite.topics import validate_topic_name as _validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ _BROKER_DYNAMIC_CONFIGS = {"log.retention.ms", "log.retention.bytes", "log.segme
 MAX_PARTITIONS = 100_000
 
 
-def _check_partition_count(count: int) -> None:
+def check_partition_count(count: int) -> None:
     if count > MAX_PARTITIONS:
         raise InvalidPartitionsError(f"a topic has at most {MAX_PARTITIONS} partitions, not {count}")
 
@@ -70,9 +69,8 @@ class NewTopic:
 
 
 def validate_topic_name(name: str) -> None:
-    problem = topic_name_problem(name)
-    if problem:
-        raise InvalidTopicError(problem)
+    """Raise InvalidTopicError (INVALID_TOPIC_EXCEPTION) unless ``name`` is legal (:mod:`kafkalite.topics`)."""
+    _validate_topic_name(name)
 
 
 def validate_topic_configs(configs: dict[str, str]) -> None:
@@ -116,7 +114,7 @@ class AdminService:
                 else topic.replication_factor
             if partitions <= 0:
                 raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions}")
-            _check_partition_count(partitions)
+            check_partition_count(partitions)
             if factor <= 0:
                 raise InvalidReplicationFactorError(f"replication factor must be larger than 0, got {factor}")
             replicas = assignment.assign_replicas(live, partitions, factor, racks=racks)
@@ -163,7 +161,7 @@ class AdminService:
     async def create_partitions(self, topic: str, total: int, new_assignment: list[list[int]] | None = None,
                                 wait_ms: int = 30_000) -> dict[int, list[int]]:
         validate_topic_name(topic)
-        _check_partition_count(total)
+        check_partition_count(total)
         for _ in range(5):
             try:
                 data, stat = await self.zookeeper.get(znodes.topic_path(topic))
@@ -420,34 +418,3 @@ class AdminService:
             self._producer_ids = list(range(block.block_start, block.block_end + 1))
             return
         raise RequestTimedOutError("could not reserve a producer id block")
-
-
-def parse_new_topic(body: dict[str, Any]) -> NewTopic:
-    """A create_topics item, type-checked field by field (INVALID_REQUEST on a wrong type)."""
-    name = protocol.require(body, "name", str)
-    assignment_body = protocol.require(body, "replica_assignment", dict, None)
-    replica_assignment = None
-    if assignment_body:
-        replica_assignment = {}
-        for partition, brokers in assignment_body.items():
-            if not isinstance(partition, str) or not partition.isascii() or not partition.isdigit() \
-                    or len(partition) > 10:
-                raise InvalidReplicaAssignmentError(f"replica assignment keys are partition numbers, got {partition!r}")
-            replica_assignment[int(partition)] = protocol.require_list_of({"brokers": brokers}, "brokers", int)
-        _check_partition_count(len(replica_assignment))
-    configs = protocol.require(body, "configs", dict, {})
-    partitions = protocol.require(body, "num_partitions", int, -1)
-    factor = protocol.require(body, "replication_factor", int, -1)
-    return NewTopic(name, partitions, factor, replica_assignment, {str(k): str(v) for k, v in configs.items()})
-
-
-def error_entry(exc: BaseException) -> dict[str, Any]:
-    """Per-item error fields of an admin response."""
-    from kafkalite.errors import BrokerResponseError, UnknownServerError
-
-    if isinstance(exc, BrokerResponseError):
-        return {"error_code": exc.errno, "error": exc.message,
-                "message": str(exc.args[0]) if exc.args else exc.description}
-    if isinstance(exc, KafkaliteError):
-        return {"error_code": UnknownServerError.errno, "error": UnknownServerError.message, "message": str(exc)}
-    raise exc

@@ -44,7 +44,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from kafkalite.broker import assignment
+from kafkalite import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes

@@ -11,7 +11,7 @@ bug that shows at once instead of a silently corrupted group::
     any state ──offsets partition moved / group deleted──▶ Dead
 
 Members carry their parked JoinGroup / SyncGroup answers (futures) and their session deadline.
-The coordinator (:mod:`kafkalite.broker.group_coordinator`) drives the transitions.
+The state machine (:mod:`kafkalite.broker.group_membership`) drives the transitions.
 
 Concurrency: event-loop only.
 """
@@ -21,10 +21,18 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
+from kafkalite.broker.group_api import GroupDescription, JoinGroupAnswer, MemberDescription, SyncGroupAnswer
 from kafkalite.broker.group_records import GroupValue, MemberRecord, OffsetValue
 from kafkalite.errors import IllegalStateError
+
+
+class Timer(Protocol):
+    """A scheduled callback that can be cancelled (an :class:`asyncio.TimerHandle`, or a fake
+    clock's timer in tests)."""
+
+    def cancel(self) -> None: ...
 
 
 class GroupState(enum.Enum):
@@ -55,8 +63,8 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future[dict[str, Any]] | None = None
-    sync_future: asyncio.Future[dict[str, Any]] | None = None
+    join_future: asyncio.Future[JoinGroupAnswer] | None = None
+    sync_future: asyncio.Future[SyncGroupAnswer] | None = None
     deadline: float = 0.0
     is_new: bool = True
 
@@ -93,8 +101,8 @@ class Group:
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     state_timestamp: int = 0
     rebalance_deadline: float = 0.0
-    join_timer: asyncio.TimerHandle | None = None
-    sync_timer: asyncio.TimerHandle | None = None
+    join_timer: Timer | None = None
+    sync_timer: Timer | None = None
     initial_delay_until: float = 0.0
     empty_since_ms: int = 0
 
@@ -151,16 +159,11 @@ class Group:
                                            member.metadata_for(protocol) if protocol else b"", member.assignment)
                               for member in self.members.values()])
 
-    def describe(self) -> dict[str, Any]:
-        import base64
-
-        return {
-            "group_id": self.group_id, "state": self.state.value, "protocol_type": self.protocol_type or "",
-            "protocol": self.protocol_name or "", "generation_id": self.generation, "leader": self.leader_id or "",
-            "members": [{
-                "member_id": member.member_id, "group_instance_id": member.group_instance_id,
-                "client_id": member.client_id, "client_host": member.client_host,
-                "metadata": base64.b64encode(member.metadata_for(self.protocol_name or "")).decode("ascii"),
-                "assignment": base64.b64encode(member.assignment).decode("ascii"),
-            } for member in self.members.values()],
-        }
+    def describe(self) -> GroupDescription:
+        protocol = self.protocol_name or ""
+        return GroupDescription(
+            self.group_id, None, self.state.value, self.protocol_type or "", protocol, self.generation,
+            self.leader_id or "", [MemberDescription(member.member_id, member.group_instance_id, member.client_id,
+                                                     member.client_host, member.metadata_for(protocol),
+                                                     member.assignment)
+                                   for member in self.members.values()])

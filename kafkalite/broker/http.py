@@ -1,7 +1,8 @@
 """The broker's HTTP API on aiohttp: the only module that imports ``aiohttp.web``.
 
-Handlers are thin: decode the request (binary frame or JSON, see :mod:`kafkalite.protocol`),
-call the broker's services, encode the answer. The error middleware turns every kafkalite error
+Handlers are thin: decode the request (binary frame, see :mod:`kafkalite.protocol`, or JSON, see
+:mod:`kafkalite.broker.http_codec`), call one of the broker's services
+(:class:`kafkalite.broker.services.BrokerServices`), encode the answer. The error middleware turns every kafkalite error
 into Kafka's code and name in a JSON body with a fitting HTTP status, and every aiohttp-level
 problem (unknown route, wrong method, oversize body) into the same shape; :class:`BrokerAppRunner`
 does the same for what aiohttp answers before any handler runs (a malformed request line or
@@ -11,7 +12,7 @@ depth and numbers) and read with its typed helpers. Client disconnects and malfo
 logged at DEBUG/INFO; only a genuinely unexpected exception is logged at ERROR, once, with its
 traceback, and answered ``UNKNOWN_SERVER_ERROR``. Calls only brokers make (follower fetches,
 controlled shutdown) must carry the caller's current broker epoch (see
-:meth:`kafkalite.broker.server.Broker.verify_broker_epoch`). The OpenAPI description of every
+:meth:`kafkalite.broker.services.ControllerService.verify_broker_epoch`). The OpenAPI description of every
 route (docs/openapi.yaml) is served at ``GET /v1/openapi.json``. Produce and fetch are also served on the binary channel
 (``GET /v1/channel``, a WebSocket; see :class:`kafkalite.transport.PipelinedConnection` and
 docs/protocol.md): one binary message per request, answered in order with the same frames
@@ -23,7 +24,6 @@ Concurrency: handlers run on the event loop; a channel serves its messages one a
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import re
@@ -31,24 +31,25 @@ import struct
 from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from kafkalite import protocol
+from kafkalite.broker import http_codec as codec
+from kafkalite.broker.services import BrokerServices
 from kafkalite.errors import (
     BrokerResponseError,
+    ConfigError,
     InvalidRequestError,
     KafkaliteError,
     MessageSizeTooLargeError,
     RequestTimedOutError,
     UnknownServerError,
 )
-
-if TYPE_CHECKING:
-    from kafkalite.broker.server import Broker
+from kafkalite.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,30 @@ class BrokerAppRunner(web.AppRunner):
                                 **server._kwargs)
 
 
+class HttpListener:
+    """The HTTP front end listening on one address: :meth:`start` binds it, :meth:`stop` closes
+    every connection and channel."""
+
+    def __init__(self, runner: web.AppRunner) -> None:
+        self._runner = runner
+
+    @classmethod
+    async def start(cls, services: BrokerServices, host: str, port: int) -> HttpListener:
+        """Serve ``services`` on ``host:port``; a port that cannot be bound is a ConfigError."""
+        runner = BrokerAppRunner(build_app(services), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        return cls(runner)
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+
 async def _read_body(request: web.Request) -> bytes:
     return await request.read()
 
@@ -194,11 +219,13 @@ def openapi_document() -> bytes:
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
-def build_app(broker: Broker) -> web.Application:
-    """The aiohttp application serving ``broker``'s API."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=broker.config.socket_request_max_bytes)
+def build_app(services: BrokerServices) -> web.Application:
+    """The aiohttp application serving the broker's API over ``services``."""
+    config = services.config
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
-    api = BrokerApi(broker)
+    api = BrokerApi(services)
+    groups = services.groups
     routes = [
         web.get(protocol.HEALTH, api.health),
         web.get(protocol.API_VERSIONS, api.api_versions),
@@ -223,37 +250,69 @@ def build_app(broker: Broker) -> web.Application:
         web.post(protocol.TOPIC_RECORDS, api.produce_json),
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
         web.get(protocol.OPENAPI, api.openapi),
+        # The group protocol: a named error other than INVALID_REQUEST is a 200 answer carrying it.
+        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: groups.find_coordinator(
+            codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
+        web.post(protocol.JOIN_GROUP, _group_call(lambda body, request: groups.join_group(
+            codec.decode_join_group(body, request.remote or "")), codec.encode_join_group)),
+        web.post(protocol.SYNC_GROUP, _group_call(lambda body, request: groups.sync_group(
+            codec.decode_sync_group(body)), codec.encode_sync_group)),
+        web.post(protocol.HEARTBEAT, _group_call(lambda body, request: groups.heartbeat(
+            codec.decode_heartbeat(body)), lambda _: codec.ok())),
+        web.post(protocol.LEAVE_GROUP, _group_call(lambda body, request: groups.leave_group(
+            codec.decode_leave_group(body)), codec.encode_leave_group)),
+        web.post(protocol.OFFSET_COMMIT, _group_call(lambda body, request: groups.offset_commit(
+            codec.decode_offset_commit(body)), codec.encode_offset_commit)),
+        web.post(protocol.OFFSET_FETCH, _group_call(lambda body, request: groups.offset_fetch(
+            codec.decode_offset_fetch(body)), codec.encode_offset_fetch)),
+        web.post(protocol.LIST_GROUPS, _group_call(lambda body, request: groups.list_groups(
+            codec.decode_group_states(body)), codec.encode_list_groups)),
+        web.post(protocol.DESCRIBE_GROUPS, _group_call(lambda body, request: groups.describe_groups(
+            codec.decode_group_ids(body)), codec.encode_describe_groups)),
+        web.post(protocol.DELETE_GROUPS, _group_call(lambda body, request: groups.delete_groups(
+            codec.decode_group_ids(body)), codec.encode_delete_groups)),
     ]
-    for route in broker.extra_routes():
-        routes.append(route)
     app.add_routes(routes)
     app.on_shutdown.append(api.close_channels)
     return app
 
 
+def _group_call(call: Callable[[dict[str, Any], web.Request], Awaitable[Any]],
+                encode: Callable[[Any], dict[str, Any]]) -> Handler:
+    """A group-protocol handler: decode and call (``call``), then ``encode`` the answer. Group
+    requests carry Kafka's int16-length strings; a named error the service raises is answered
+    with status 200 like one it returns, except INVALID_REQUEST (400, by the middleware)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        body = protocol.parse_json(await request.read())
+        protocol.check_string_lengths(body)
+        try:
+            answer = encode(await call(body, request))
+        except BrokerResponseError as exc:
+            if isinstance(exc, InvalidRequestError):
+                raise
+            answer = codec.error(exc)
+        return _json_response(answer)
+
+    return handle
+
+
 class BrokerApi:
     """Request handlers (decode → service → encode)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
+        self.config = services.config
         self._channels: set[asyncio.Task[Any]] = set()
 
     async def health(self, request: web.Request) -> web.Response:
-        broker = self.broker
-        return _json_response({"status": "ok", "broker_id": broker.config.broker_id,
-                               "controller_id": broker.metadata.controller_id,
-                               "is_controller": broker.controller.active,
-                               "cluster_id": broker.metadata.cluster_id,
-                               "offline_log_dirs": [{"path": str(path), "reason": reason} for path, reason
-                                                    in sorted(broker.log_manager.offline_dirs.items())]})
+        return _json_response(codec.encode_health(self.services.metadata.health()))
 
     async def api_versions(self, request: web.Request) -> web.Response:
-        from kafkalite import __version__
-
         routes = sorted({info.get("path", "") or info.get("formatter", "")
                          for info in (route.resource.get_info() for route in request.app.router.routes()
                                       if route.resource is not None)})
-        return _json_response({"broker_id": self.broker.config.broker_id, "version": __version__,
+        return _json_response({"broker_id": self.config.broker_id, "version": __version__,
                                "api_version": protocol.API_VERSION, "apis": routes})
 
     async def metadata(self, request: web.Request) -> web.Response:
@@ -265,7 +324,7 @@ class BrokerApi:
             body = await _json_body(request)
             topics = protocol.require_list_of(body, "topics", str, None)
             allow = protocol.require(body, "allow_auto_topic_creation", bool, False)
-        result = await self.broker.cluster_metadata(topics, allow)
+        result = await self.services.metadata.cluster_metadata(topics, allow)
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:
@@ -280,23 +339,19 @@ class BrokerApi:
 
     async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
-        results = await self.broker.replica_manager.produce(produce_request)
+        results = await self.services.replicas.produce(produce_request)
         if produce_request.acks == 0:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
     async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
-        fetch_request = protocol.decode_fetch_request(body)
-        if fetch_request.is_from_follower:  # only a broker, with its current epoch, fetches as a replica
-            await self.broker.verify_broker_epoch(fetch_request.replica_id, fetch_request.replica_epoch,
-                                                  "a follower fetch")
-        results = await self.broker.replica_manager.fetch(fetch_request)
+        results = await self.services.replicas.fetch(protocol.decode_fetch_request(body))
         return 200, protocol.encode_fetch_response(results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
     async def channel(self, request: web.Request) -> web.StreamResponse:
         """Serve produce and fetch messages on one WebSocket, one at a time, in order."""
-        limit = self.broker.config.socket_request_max_bytes
+        limit = self.config.socket_request_max_bytes
         socket = web.WebSocketResponse(max_msg_size=limit + _CHANNEL_SLACK, compress=False, autoping=True)
         await socket.prepare(request)
         task = asyncio.current_task()
@@ -350,69 +405,59 @@ class BrokerApi:
     async def list_offsets(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
         isolation = protocol.require(body, "isolation_level", int, 0)
-        answers = []
-        for item in protocol.require_objects(body, "partitions"):
-            topic = protocol.require(item, "topic", str)
-            partition = protocol.require(item, "partition", int)
-            timestamp = protocol.require(item, "timestamp", int, protocol.LATEST_TIMESTAMP)
-            epoch = protocol.require(item, "current_leader_epoch", int, -1)
-            try:
-                offset, found_timestamp, leader_epoch = self.broker.replica_manager.list_offset(
-                    topic, partition, timestamp, isolation, epoch)
-                answers.append({"topic": topic, "partition": partition, "error_code": 0, "offset": offset,
-                                "timestamp": found_timestamp, "leader_epoch": leader_epoch})
-            except BrokerResponseError as exc:
-                answers.append({"topic": topic, "partition": partition, "offset": -1, "timestamp": -1,
-                                **protocol.error_body(exc)})
-        return _json_response({"partitions": answers})
+        answers = self.services.replicas.list_offsets(codec.decode_offset_queries(body), isolation)
+        return _json_response(codec.encode_offset_answers(answers))
 
     async def offsets_for_leader_epoch(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
-        answers = []
-        for item in protocol.require_objects(body, "partitions"):
-            topic = protocol.require(item, "topic", str)
-            partition = protocol.require(item, "partition", int)
-            epoch = protocol.require(item, "leader_epoch", int)
-            try:
-                found_epoch, end_offset = self.broker.replica_manager.end_offset_for_epoch(topic, partition, epoch)
-                answers.append({"topic": topic, "partition": partition, "error_code": 0, "leader_epoch": found_epoch,
-                                "end_offset": end_offset})
-            except BrokerResponseError as exc:
-                answers.append({"topic": topic, "partition": partition, "leader_epoch": -1, "end_offset": -1,
-                                **protocol.error_body(exc)})
-        return _json_response({"partitions": answers})
+        answers = self.services.replicas.offsets_for_leader_epoch(codec.decode_epoch_queries(body))
+        return _json_response(codec.encode_epoch_answers(answers))
 
     async def init_producer_id(self, request: web.Request) -> web.Response:
         await _json_body(request)
-        producer_id = await self.broker.admin.next_producer_id()
-        return _json_response({"producer_id": producer_id, "producer_epoch": 0})
+        answer = await self.services.producer_ids.init_producer_id()
+        return _json_response({"producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch})
 
     async def create_topics(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
-        return _json_response(await self.broker.create_topics(body))
+        timeout_ms = protocol.require(body, "timeout_ms", int, self.config.request_timeout_ms)
+        validate_only = protocol.require(body, "validate_only", bool, False)
+        topics = codec.decode_new_topics(body)
+        answers = await self.services.admin.create_topics(topics, timeout_ms, validate_only)
+        return _json_response(codec.encode_created_topics(answers))
 
     async def delete_topics(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
-        return _json_response(await self.broker.delete_topics(body))
+        names = protocol.require_list_of(body, "topics", str)
+        timeout_ms = protocol.require(body, "timeout_ms", int, self.config.request_timeout_ms)
+        answers = await self.services.admin.delete_topics(names, timeout_ms)
+        return _json_response(codec.encode_deleted_topics(answers))
 
     async def create_partitions(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
-        return _json_response(await self.broker.create_partitions(body))
+        timeout_ms = protocol.require(body, "timeout_ms", int, self.config.request_timeout_ms)
+        answers = await self.services.admin.create_partitions(codec.decode_new_partitions(body), timeout_ms)
+        return _json_response(codec.encode_created_partitions(answers))
 
     async def describe_configs(self, request: web.Request) -> web.Response:
-        body = await _json_body(request)
-        return _json_response(await self.broker.describe_configs(body))
+        resources = codec.decode_config_resources(await _json_body(request))
+        answers = await self.services.admin.describe_configs(resources)
+        return _json_response(codec.encode_described_configs(resources, answers))
 
     async def alter_configs(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
-        return _json_response(await self.broker.alter_configs(body))
+        validate_only = protocol.require(body, "validate_only", bool, False)
+        resources, changes = codec.decode_config_changes(body)
+        answers = await self.services.admin.alter_configs(changes, validate_only)
+        return _json_response(codec.encode_altered_configs(resources, answers))
 
     async def elect_leaders(self, request: web.Request) -> web.Response:
-        body = await _json_body(request)
-        return _json_response(await self.broker.elect_leaders(body))
+        partitions = codec.decode_election(await _json_body(request))
+        outcome = await self.services.controller.elect_preferred_leaders(partitions)
+        return _json_response(codec.encode_election(outcome))
 
     async def describe_cluster(self, request: web.Request) -> web.Response:
-        metadata = self.broker.metadata.cluster_metadata([])
+        metadata = self.services.metadata.describe_cluster()
         return _json_response({"cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
                                "brokers": [broker.to_json() for broker in metadata.brokers]})
 
@@ -420,47 +465,25 @@ class BrokerApi:
         body = await _json_body(request)
         broker_id = protocol.require(body, "broker_id", int)
         broker_epoch = protocol.require(body, "broker_epoch", int, None)
-        remaining = await self.broker.controlled_shutdown_request(broker_id, broker_epoch)
+        remaining = await self.services.controller.controlled_shutdown(broker_id, broker_epoch)
         return _json_response({"error_code": 0, "remaining_partitions": [
             {"topic": topic, "partition": partition} for topic, partition in remaining]})
 
     async def alter_reassignments(self, request: web.Request) -> web.Response:
-        body = await _json_body(request)
-        targets: dict[tuple[str, int], list[int]] = {}
-        for item in protocol.require_objects(body, "partitions"):
-            replicas = protocol.require_list_of(item, "replicas", int, None)
-            if replicas is None:
-                raise InvalidRequestError("cancelling a reassignment is not supported; give target replicas")
-            targets[(protocol.require(item, "topic", str), protocol.require(item, "partition", int))] = replicas
-        results = await self.broker.admin.alter_reassignments(targets)
-        answers = []
-        for (topic, partition), error in results.items():
-            entry: dict[str, Any] = {"topic": topic, "partition": partition, "error_code": 0}
-            if isinstance(error, BrokerResponseError):
-                entry.update(protocol.error_body(error))
-            answers.append(entry)
-        return _json_response({"partitions": answers})
+        targets = codec.decode_reassignments(await _json_body(request))
+        results = await self.services.admin.alter_reassignments(targets)
+        return _json_response(codec.encode_reassignments(results))
 
     async def list_reassignments(self, request: web.Request) -> web.Response:
         await _json_body(request)
-        return _json_response({"partitions": await self.broker.admin.list_reassignments()})
+        return _json_response({"partitions": await self.services.admin.list_reassignments()})
 
     # -- human-friendly JSON surface ----------------------------------------------------------
     async def produce_json(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
-        body = await _json_body(request, self.broker.config.socket_request_max_bytes)
-        records = protocol.require_objects(body, "records")
-        acks = protocol.parse_acks(body.get("acks", "all"))
-        decoded = []
-        for index, record in enumerate(records):
-            decoded.append({
-                "key": _payload(record, "key", index),
-                "value": _payload(record, "value", index),
-                "partition": protocol.require(record, "partition", int, None),
-                "headers": _headers(record, index),
-            })
-        offsets = await self.broker.produce_records(topic, decoded, acks)
-        return _json_response({"offsets": offsets})
+        records, acks = codec.decode_records(await _json_body(request, self.config.socket_request_max_bytes))
+        answers = await self.services.records.produce(topic, records, acks)
+        return _json_response(codec.encode_produced(answers))
 
     async def fetch_json(self, request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
@@ -468,8 +491,8 @@ class BrokerApi:
         offset = _integer(request.query.get("offset", "0"), "offset", 0, protocol.INT64_MAX)
         max_bytes = _integer(request.query.get("max_bytes", str(1024 * 1024)), "max_bytes", 0, _INT32_MAX)
         timeout_ms = _integer(request.query.get("timeout_ms", "0"), "timeout_ms", 0, MAX_JSON_FETCH_WAIT_MS)
-        result = await self.broker.fetch_records(topic, partition, offset, max_bytes, timeout_ms)
-        return _json_response(result)
+        fetched = await self.services.records.fetch(topic, partition, offset, max_bytes, timeout_ms)
+        return _json_response(codec.encode_fetched(fetched))
 
     async def openapi(self, request: web.Request) -> web.Response:
         return web.Response(body=openapi_document(), content_type="application/json")
@@ -489,58 +512,3 @@ def _integer(text: str, name: str, minimum: int, maximum: int) -> int:
     if not minimum <= value <= maximum:
         raise InvalidRequestError(f"{name} must be between {minimum} and {maximum}, got {value}")
     return value
-
-
-def _payload(record: dict[str, Any], name: str, index: int) -> bytes | None:
-    encoded = protocol.require(record, f"{name}_b64", str, None)
-    if encoded is not None:
-        try:
-            return base64.b64decode(encoded, validate=True)
-        except ValueError:
-            raise InvalidRequestError(f"record {index}: {name}_b64 is not valid base64") from None
-    value = record.get(name)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return protocol.dumps(value)
-
-
-def _headers(record: dict[str, Any], index: int) -> list[tuple[str, bytes | None]]:
-    """A record's headers: an ordered array of ``[key, value]`` pairs (keys may repeat), or the
-    older object shape ``{key: value}``; values are strings or null."""
-    headers = record.get("headers")
-    if headers is None:
-        return []
-    if isinstance(headers, dict):
-        pairs: list[Any] = list(headers.items())
-    elif isinstance(headers, list):
-        pairs = headers
-    else:
-        raise InvalidRequestError(f"record {index}: headers must be an array of [key, value] pairs")
-    decoded: list[tuple[str, bytes | None]] = []
-    for position, pair in enumerate(pairs):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise InvalidRequestError(f"record {index}: header {position} must be a [key, value] pair")
-        key, value = pair
-        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
-            raise InvalidRequestError(f"record {index}: header {position} needs a string key and a string "
-                                      f"or null value")
-        decoded.append((key, None if value is None else value.encode("utf-8")))
-    return decoded
-
-
-def render_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[list[str | None]]:
-    """Headers for JSON: ``[key, value]`` pairs in record order (duplicate keys kept); values are
-    text (bytes that are not UTF-8 are decoded with replacement characters)."""
-    return [[key, None if value is None else value.decode("utf-8", "replace")] for key, value in headers]
-
-
-def render_payload(data: bytes | None, name: str) -> dict[str, Any]:
-    """A key or value for JSON: text when UTF-8, else base64 under ``<name>_b64``."""
-    if data is None:
-        return {name: None}
-    try:
-        return {name: data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {f"{name}_b64": base64.b64encode(data).decode("ascii")}

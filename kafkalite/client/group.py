@@ -1,21 +1,14 @@
-"""Consumer-group membership on the client side: coordinator discovery, join/sync with the
-configured assignors, the background heartbeat, rebalance listener calls, offset commits.
+"""Consumer-group membership on the client side: :class:`GroupMembership` joins and syncs with
+the configured assignors, heartbeats in the background, calls the rebalance listener through
+the consumer core and commits offsets.
 
-Pieces:
-
-* :class:`ConsumerRebalanceListener` — the listener a subscriber may pass: ``on_partitions_revoked``,
-  ``on_partitions_assigned`` and ``on_partitions_lost`` (which defaults to revoked, as in Kafka's
-  Java client). Methods may be plain functions or coroutines (the asyncio consumer awaits them).
-* :func:`resolve_assignors` — ``partition_assignment_strategy`` given as assignor classes,
-  instances, names (``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``), Java class
-  names or one comma-separated string; :func:`rebalance_protocol` — COOPERATIVE only when every
-  configured assignor is cooperative, else EAGER (Kafka's rule: the default
-  ``[range, cooperative-sticky]`` therefore rebalances eagerly, and a group moves to the
-  cooperative protocol once ``range`` is dropped from every member).
-* :class:`CoordinatorLink` — finds a group's coordinator (FindCoordinator on any broker) and
-  sends it group requests, finding it again after NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or
-  a broken connection and waiting out COORDINATOR_LOAD_IN_PROGRESS. The admin client shares it.
-* :class:`GroupMembership` — one consumer's membership (see below).
+Around it: :mod:`.group_assignment` (the listener base class, assignor resolution, the JSON
+metadata members exchange) and :mod:`.coordinator_link` (finding and calling the group's
+coordinator, OffsetFetch). The membership sees its consumer through the small
+:class:`GroupConsumer` protocol (partitions, subscription, metadata, the revoke/assign hooks);
+the consumer core (:mod:`.consumer_core`) imports this module, never the other way round.
+The heartbeat task (:mod:`.group_heartbeat`) sees the membership the same way, through
+:class:`~kafkalite.client.group_heartbeat.HeartbeatMember`.
 
 Membership follows Kafka's classic consumer: a rebalance happens *inside poll()*. The consumer
 core calls :meth:`GroupMembership.poll` at every step of its poll loop. When a (re)join is
@@ -30,28 +23,31 @@ partitions are committed and revoked, new ones assigned (listener calls), and a 
 member that had to revoke something rejoins at once (the follow-up rebalance that hands the
 withheld partitions to their new owner).
 
-Protocol metadata and assignments travel as compact, key-sorted JSON
-(:meth:`Subscription.to_json` / :meth:`Assignment.to_json`), base64 in the request bodies.
-``owned_partitions`` carries what the assignor needs: the current partitions under the
-COOPERATIVE protocol; the last assignment for the eager ``sticky`` assignor (the member has
-revoked everything before joining); nothing for the others, so a restarted static member sends
-the same metadata as before and the coordinator hands back its assignment without a rebalance.
+``owned_partitions`` in the subscription metadata carries what the assignor needs: the current
+partitions under the COOPERATIVE protocol; the last assignment for the eager ``sticky`` assignor
+(the member has revoked everything before joining); nothing for the others, so a restarted
+static member sends the same metadata as before and the coordinator hands back its assignment
+without a rebalance.
 
-The heartbeat task runs on the consumer's event loop (the sync consumer's loop thread), every
-``heartbeat_interval_ms``, so a slow poll loop keeps its session. REBALANCE_IN_PROGRESS asks for
-a rejoin at the next poll (heartbeats go on until then); ILLEGAL_GENERATION and
-UNKNOWN_MEMBER_ID mean the partitions are lost; FENCED_INSTANCE_ID is raised from the next poll.
-When the application has not polled for ``max_poll_interval_ms`` (which is also the rebalance
-timeout sent to the coordinator) the member leaves the group — a LeaveGroup for a dynamic
-member, silence for a static one — and rejoins as a new member at its next poll, as Kafka's
-client does.
+The heartbeat task (:mod:`.group_heartbeat`, which the membership starts and stops) runs on the
+consumer's event loop (the sync consumer's loop thread), every ``heartbeat_interval_ms``, so a
+slow poll loop keeps its session. REBALANCE_IN_PROGRESS asks for a rejoin at the next poll
+(heartbeats go on until then); ILLEGAL_GENERATION and UNKNOWN_MEMBER_ID mean the partitions are
+lost; FENCED_INSTANCE_ID is raised from the next poll. When the application has not polled for
+``max_poll_interval_ms`` (which is also the rebalance timeout sent to the coordinator) the
+member leaves the group — a LeaveGroup for a dynamic member, silence for a static one — and
+rejoins as a new member at its next poll, as Kafka's client does.
 
 Commits carry the member id and generation when subscribed (generation -1 and no member id for
 manually assigned partitions). ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID raise CommitFailedError
 and make the member rejoin; REBALANCE_IN_PROGRESS waits for the running join and retries with
 the new generation; coordinator errors are retried until the timeout.
 
-Concurrency: event-loop only (one loop: the consumer core's). User callbacks (listener) go
+Concurrency: event-loop only, one loop: the consumer core's (the sync consumer's private loop
+thread, the caller's loop for the asyncio consumer). The membership's state, its join task,
+its heartbeat task and its auto-commit task all live on that loop, so they share the state
+without locks; the consumer core's partitions and subscription, which the membership reads and
+changes through :class:`GroupConsumer`, belong to the same loop. User callbacks (listener) go
 through the core's callback runner, which the sync consumer uses to run them on the thread
 blocked in ``poll()``/``close()``, so a listener may call the consumer (``commit()``, ``seek()``).
 """
@@ -59,29 +55,35 @@ blocked in ``poll()``/``close()``, so a listener may call the consumer (``commit
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import enum
-import json
 import logging
+import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafkalite import protocol
-from kafkalite.client.assignors import (
-    ASSIGNORS,
-    COOPERATIVE,
-    EAGER,
-    Assignment,
-    Assignor,
-    CooperativeStickyAssignor,
-    RangeAssignor,
-    StickyAssignor,
-    Subscription,
-    assignor_for,
+from kafkalite.client.assignors import COOPERATIVE, EAGER, Assignment, Assignor, StickyAssignor, Subscription
+from kafkalite.client.coordinator_link import (
+    COORDINATOR_ERRORS,
+    CoordinatorLink,
+    error_of,
+    fetch_offsets,
+    offsets_body,
 )
+from kafkalite.client.fetcher import Fetcher
+from kafkalite.client.group_assignment import (
+    PROTOCOL_TYPE,
+    ConsumerRebalanceListener,
+    decode_assignment,
+    decode_json,
+    decode_subscription,
+    encode_json,
+    rebalance_protocol,
+    resolve_assignors,
+)
+from kafkalite.client.group_heartbeat import GroupHeartbeat
 from kafkalite.client.metadata import MetadataManager
 from kafkalite.client.types import OffsetAndMetadata, TopicPartition
 from kafkalite.errors import (
@@ -89,260 +91,62 @@ from kafkalite.errors import (
     CommitFailedError,
     ConfigError,
     CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     FencedInstanceIdError,
     IllegalGenerationError,
-    KafkaConnectionError,
     KafkaliteError,
-    KafkaTimeoutError,
     MemberIdRequiredError,
-    NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
 from kafkalite.transport import AsyncTransport
 
-if TYPE_CHECKING:
-    from kafkalite.client.consumer import ConsumerCore
-
 log = logging.getLogger(__name__)
 
-PROTOCOL_TYPE = "consumer"
-DEFAULT_ASSIGNORS: tuple[type[Assignor], ...] = (RangeAssignor, CooperativeStickyAssignor)
-_JAVA_NAMES = {
-    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
-    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
-    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
-}
-_COORDINATOR_ERRORS = (NotCoordinatorError, CoordinatorNotAvailableError)
 _LEAVE_TIMEOUT_MS = 5000
 
 
-# --- the listener ---------------------------------------------------------------------------------
+# --- what the membership needs of its consumer ----------------------------------------------------
 
 
-class ConsumerRebalanceListener:
-    """Callbacks around a group rebalance (subclass it and override what you need).
+class GroupConsumerSettings(Protocol):
+    """The one consumer option the membership reads itself."""
 
-    ``on_partitions_revoked(revoked)`` runs before partitions are taken away (commit their
-    offsets there); ``on_partitions_assigned(assigned)`` after new ones were added (seek there);
-    ``on_partitions_lost(lost)`` when the member found out it is no longer in the generation
-    that owned them (another member may already read them; do not commit) — by default it calls
-    ``on_partitions_revoked``. Methods may be coroutines with the asyncio consumer.
-    """
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
-        return None
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
-        return None
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
-        return self.on_partitions_revoked(lost)
+    @property
+    def exclude_internal_topics(self) -> bool: ...
 
 
-# --- assignors ------------------------------------------------------------------------------------
+class GroupConsumer(Protocol):
+    """The consumer core as its group membership sees it (:class:`~kafkalite.client.consumer_core.ConsumerCore`
+    implements it): the assigned partitions and the subscription it reads, the metadata manager
+    and transport it talks through, and the two hooks through which partitions are revoked and
+    assigned (listener calls included). Same loop as the membership."""
 
+    @property
+    def metadata(self) -> MetadataManager: ...
 
-def resolve_assignors(strategy: Any) -> list[Assignor]:
-    """The assignor instances for ``partition_assignment_strategy`` (see the module docstring)."""
-    if strategy is None:
-        items: list[Any] = list(DEFAULT_ASSIGNORS)
-    elif isinstance(strategy, str):
-        items = [part.strip() for part in strategy.split(",") if part.strip()]
-    elif isinstance(strategy, (list, tuple)):
-        items = []
-        for entry in strategy:
-            if isinstance(entry, str):
-                items.extend(part.strip() for part in entry.split(",") if part.strip())
-            else:
-                items.append(entry)
-    else:
-        items = [strategy]
-    resolved: list[Assignor] = []
-    for item in items:
-        if isinstance(item, Assignor):
-            assignor = item
-        elif isinstance(item, type) and issubclass(item, Assignor):
-            assignor = item()
-        elif isinstance(item, str):
-            assignor = assignor_for(_JAVA_NAMES.get(item, item).lower())
-        elif isinstance(name := getattr(item, "name", None), str) and name in ASSIGNORS:
-            assignor = assignor_for(name)
-        else:
-            raise ConfigError(f"partition_assignment_strategy entries are assignor classes, instances or names "
-                              f"({', '.join(sorted(ASSIGNORS))}), got {item!r}")
-        if any(existing.name == assignor.name for existing in resolved):
-            continue
-        resolved.append(assignor)
-    if not resolved:
-        raise ConfigError("partition_assignment_strategy names no assignor")
-    return resolved
+    @property
+    def transport(self) -> AsyncTransport: ...
 
+    @property
+    def settings(self) -> GroupConsumerSettings: ...
 
-def rebalance_protocol(assignors: Sequence[Assignor]) -> str:
-    """COOPERATIVE when every assignor supports it, else EAGER (Kafka's rule)."""
-    return COOPERATIVE if all(assignor.protocol == COOPERATIVE for assignor in assignors) else EAGER
+    @property
+    def partitions(self) -> Mapping[TopicPartition, Any]: ...
 
+    @property
+    def subscribed_topics(self) -> set[str]: ...
 
-def encode_json(value: Mapping[str, Any]) -> str:
-    """Compact, key-sorted JSON, base64: the same value always gives the same bytes."""
-    raw = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
-    return base64.b64encode(raw).decode("ascii")
+    @property
+    def subscribed_pattern(self) -> re.Pattern[str] | None: ...
 
+    @property
+    def fetcher(self) -> Fetcher | None: ...
 
-def decode_json(value: Any) -> Any:
-    """Inverse of :func:`encode_json`; None for empty or unreadable data."""
-    if not value:
-        return None
-    try:
-        return json.loads(base64.b64decode(str(value), validate=True))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return None
+    async def revoke_partitions(self, partitions: set[TopicPartition], lost: bool) -> None: ...
 
+    async def assign_partitions(self, partitions: set[TopicPartition]) -> None: ...
 
-def decode_subscription(value: Any) -> Subscription | None:
-    data = decode_json(value)
-    if data is None:
-        return None
-    try:
-        return Subscription.from_json(data)
-    except KafkaliteError:
-        return None
-
-
-def decode_assignment(value: Any) -> Assignment | None:
-    data = decode_json(value)
-    if data is None:
-        return None
-    try:
-        return Assignment.from_json(data)
-    except KafkaliteError:
-        return None
-
-
-# --- the coordinator link -------------------------------------------------------------------------
-
-
-def _error_of(answer: Mapping[str, Any]) -> BrokerResponseError | None:
-    code = answer.get("error_code", 0)
-    if not code:
-        return None
-    return protocol.error_for(int(code), str(answer.get("message") or answer.get("error") or ""))
-
-
-class CoordinatorLink:
-    """Finds one group's coordinator and sends it requests (see the module docstring).
-
-    Event-loop only.
-    """
-
-    def __init__(self, metadata: MetadataManager, transport: AsyncTransport, group_id: str, *,
-                 request_timeout_ms: int, retry_backoff_ms: int) -> None:
-        self.metadata = metadata
-        self.transport = transport
-        self.group_id = group_id
-        self.request_timeout_ms = request_timeout_ms
-        self.retry_backoff = retry_backoff_ms / 1000
-        self.node_id = -1
-        self.address: str | None = None
-
-    def forget(self) -> None:
-        if self.address is not None:
-            log.info("group %s: coordinator %d (%s) forgotten", self.group_id, self.node_id, self.address)
-        self.node_id = -1
-        self.address = None
-
-    async def find(self, deadline: float | None) -> str:
-        """The coordinator's address, asking the brokers until one names it or ``deadline`` passes."""
-        last_error: BaseException | None = None
-        while self.address is None:
-            for address in self.metadata._candidates():
-                try:
-                    answer = await self.transport.request_json(
-                        address, "POST", protocol.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0},
-                        timeout_ms=self.request_timeout_ms)
-                except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                    last_error = exc
-                    continue
-                error = _error_of(answer)
-                if error is None:
-                    self.node_id = int(answer["node_id"])
-                    self.address = f"{answer['host']}:{answer['port']}"
-                    log.debug("group %s: coordinator is broker %d at %s", self.group_id, self.node_id, self.address)
-                    return self.address
-                if not error.retriable:
-                    raise error
-                last_error = error
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                raise KafkaTimeoutError(f"no coordinator found for group {self.group_id!r} (last error: {last_error})")
-            self.metadata.request_update()
-            await asyncio.sleep(self.retry_backoff)
-        return self.address
-
-    async def call(self, path: str, body: dict[str, Any], *, deadline: float | None,
-                   timeout_ms: int | None = None, retry: bool = True) -> dict[str, Any]:
-        """Send ``body`` (plus the group id) to the coordinator; coordinator-level errors and
-        broken connections are retried until ``deadline`` (None: forever) unless ``retry`` is
-        False, when they are raised. Other errors come back in the answer."""
-        payload = {"group_id": self.group_id, **body}
-        while True:
-            address = await self.find(deadline)
-            try:
-                answer = await self.transport.request_json(address, "POST", path, payload,
-                                                           timeout_ms=timeout_ms or self.request_timeout_ms)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                self.forget()
-                if not retry or (deadline is not None and time.monotonic() >= deadline):
-                    raise
-                log.debug("group %s: %s failed: %s", self.group_id, path, exc)
-                await asyncio.sleep(self.retry_backoff)
-                continue
-            error = _error_of(answer)
-            if isinstance(error, (*_COORDINATOR_ERRORS, CoordinatorLoadInProgressError)):
-                if not isinstance(error, CoordinatorLoadInProgressError):
-                    self.forget()
-                if not retry or (deadline is not None and time.monotonic() >= deadline):
-                    raise error
-                await asyncio.sleep(self.retry_backoff)
-                continue
-            return dict(answer)
-
-
-def offsets_body(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for tp, value in sorted(offsets.items()):
-        by_topic.setdefault(tp.topic, []).append({"partition": tp.partition, "offset": value.offset,
-                                                  "leader_epoch": value.leader_epoch, "metadata": value.metadata})
-    return [{"name": topic, "partitions": entries} for topic, entries in by_topic.items()]
-
-
-async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None,
-                        deadline: float | None) -> dict[TopicPartition, OffsetAndMetadata]:
-    """OffsetFetch: the committed offsets (-1 where none) of ``partitions`` (None: every one stored)."""
-    topics: list[dict[str, Any]] | None = None
-    if partitions is not None:
-        grouped: dict[str, list[int]] = {}
-        for tp in partitions:
-            grouped.setdefault(tp.topic, []).append(tp.partition)
-        topics = [{"name": topic, "partitions": sorted(numbers)} for topic, numbers in sorted(grouped.items())]
-        if not topics:
-            return {}
-    answer = await link.call(protocol.OFFSET_FETCH, {"topics": topics}, deadline=deadline)
-    error = _error_of(answer)
-    if error is not None:
-        raise error
-    result: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in answer.get("topics", []):
-        for entry in topic.get("partitions", []):
-            entry_error = _error_of(entry)
-            if entry_error is not None:
-                raise entry_error
-            result[TopicPartition(str(topic["name"]), int(entry["partition"]))] = OffsetAndMetadata(
-                int(entry.get("offset", -1)), str(entry.get("metadata") or ""), int(entry.get("leader_epoch", -1)))
-    return result
+    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]: ...
 
 
 # --- membership -----------------------------------------------------------------------------------
@@ -374,7 +178,7 @@ class _RetryJoin(Exception):
 class GroupMembership:
     """One consumer's group membership (see the module docstring). Event-loop only."""
 
-    def __init__(self, core: ConsumerCore, *, group_id: str, assignors: list[Assignor],
+    def __init__(self, core: GroupConsumer, *, group_id: str, assignors: list[Assignor],
                  session_timeout_ms: int, heartbeat_interval_ms: int, max_poll_interval_ms: int,
                  rebalance_timeout_ms: int, group_instance_id: str | None, enable_auto_commit: bool,
                  auto_commit_interval_ms: int, request_timeout_ms: int, retry_backoff_ms: int,
@@ -410,19 +214,16 @@ class GroupMembership:
         self.last_assignment_generation = -1
         self.rebalances = 0
         self._join_task: asyncio.Task[JoinResult] | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._heartbeat_wake: asyncio.Event | None = None
         self._auto_commit_task: asyncio.Task[None] | None = None
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
-        self._last_poll = time.monotonic()
-        self._polling = 0
-        self._closed = False
+        self.heartbeat = GroupHeartbeat(self, session_timeout_ms=session_timeout_ms,
+                                        heartbeat_interval=self.heartbeat_interval,
+                                        max_poll_interval=self.max_poll_interval,
+                                        request_timeout_ms=request_timeout_ms, retry_backoff=self.retry_backoff)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        self._heartbeat_wake = asyncio.Event()
-        self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop(),
-                                                                      name=f"kafkalite-heartbeat-{self.group_id}")
+        self.heartbeat.start()
 
     @property
     def managed(self) -> bool:
@@ -445,7 +246,7 @@ class GroupMembership:
         self.rejoin_reason = reason
         self._notify()
 
-    def _reset_generation(self, reason: str, keep_member_id: bool) -> None:
+    def reset_generation(self, reason: str, keep_member_id: bool) -> None:
         """The member is out of its generation: what it owns is lost; it must rejoin."""
         if self.generation >= 0 or self.member_id:
             log.info("group %s: member %s leaves generation %d: %s", self.group_id, self.member_id,
@@ -496,16 +297,14 @@ class GroupMembership:
 
     # -- the poll step -----------------------------------------------------------------------
     def poll_started(self) -> None:
-        self._polling += 1
-        self._last_poll = time.monotonic()
+        self.heartbeat.poll_started()
 
     def poll_finished(self) -> None:
-        self._polling = max(0, self._polling - 1)
-        self._last_poll = time.monotonic()
+        self.heartbeat.poll_finished()
 
     async def poll(self, deadline: float) -> None:
         """One step of the consumer's poll loop (see the module docstring)."""
-        self._last_poll = time.monotonic()
+        self.heartbeat.polled()
         if self.fatal_error is not None:
             error, self.fatal_error = self.fatal_error, None
             raise error
@@ -590,8 +389,7 @@ class GroupMembership:
             self.request_rejoin(f"{len(revoked)} partitions were revoked; a follow-up rebalance hands them over")
         elif self.subscribed_topics() != result.topics:
             self.request_rejoin("the subscribed topics changed during the rebalance")
-        if self._heartbeat_wake is not None:
-            self._heartbeat_wake.set()
+        self.heartbeat.wake()
 
     # -- join and sync ------------------------------------------------------------------------
     async def _join(self) -> JoinResult:
@@ -639,7 +437,7 @@ class GroupMembership:
         }
         parked_ms = self.rebalance_timeout_ms + 5000 + self.request_timeout_ms
         answer = await self.link.call(protocol.JOIN_GROUP, body, deadline=None, timeout_ms=parked_ms)
-        error = _error_of(answer)
+        error = error_of(answer)
         if isinstance(error, MemberIdRequiredError):
             self.member_id = str(answer.get("member_id") or "")
             raise _RetryJoin("the coordinator gave a member id")
@@ -657,7 +455,7 @@ class GroupMembership:
             "generation_id": generation, "member_id": self.member_id, "group_instance_id": self.group_instance_id,
             "protocol_type": PROTOCOL_TYPE, "protocol_name": self.protocol_name, "assignments": assignments,
         }, deadline=None, timeout_ms=parked_ms)
-        error = _error_of(sync)
+        error = error_of(sync)
         if error is not None:
             self._join_error(error, "SyncGroup")
         assignment = decode_assignment(sync.get("assignment")) or Assignment([])
@@ -706,78 +504,19 @@ class GroupMembership:
         return [{"member_id": member_id, "assignment": encode_json(plan.get(member_id, Assignment([])).to_json())}
                 for member_id in subscriptions]
 
-    # -- heartbeats -----------------------------------------------------------------------------
-    async def _heartbeat_loop(self) -> None:
-        assert self._heartbeat_wake is not None
-        wake = self._heartbeat_wake
-        next_beat = time.monotonic()
-        while not self._closed:
-            now = time.monotonic()
-            delay = max(0.0, next_beat - now)
-            if self.generation >= 0 and not self._polling:
-                delay = min(delay, max(0.0, self._last_poll + self.max_poll_interval - now))
-            wake.clear()
-            try:
-                await asyncio.wait_for(wake.wait(), timeout=max(delay, 0.001))
-            except TimeoutError:
-                pass
-            if self._closed:
-                return
-            now = time.monotonic()
-            if self.generation >= 0 and self.managed and not self._polling \
-                    and now - self._last_poll > self.max_poll_interval:
-                await self._leave_after_poll_timeout()
-                continue
-            if now < next_beat:
-                continue
-            if self.generation < 0 or not self.member_id or self.joining or not self.managed:
-                next_beat = now + self.heartbeat_interval
-                continue
-            try:
-                next_beat = now + await self._heartbeat()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the heartbeat must go on whatever one answer was
-                log.exception("group %s: heartbeat failed", self.group_id)
-                next_beat = now + self.retry_backoff
+    # -- what the heartbeat reports -------------------------------------------------------------
+    def fence(self, error: BaseException) -> None:
+        """FENCED_INSTANCE_ID: another instance took this static member's place; the next poll raises."""
+        self.generation = -1
+        self.member_id = ""
+        self.state = MemberState.UNJOINED
+        self.fatal_error = error
+        self._notify()
 
-    async def _heartbeat(self) -> float:
-        """Send one heartbeat; the delay before the next."""
-        generation, member_id = self.generation, self.member_id
-        timeout_ms = min(self.request_timeout_ms, self.session_timeout_ms)
-        try:
-            answer = await self.link.call(protocol.HEARTBEAT, {
-                "generation_id": generation, "member_id": member_id, "group_instance_id": self.group_instance_id,
-            }, deadline=None, timeout_ms=timeout_ms, retry=False)
-        except (KafkaConnectionError, KafkaTimeoutError, *_COORDINATOR_ERRORS, CoordinatorLoadInProgressError) as exc:
-            log.debug("group %s: heartbeat: %s", self.group_id, exc)
-            return self.retry_backoff
-        if (generation, member_id) != (self.generation, self.member_id):
-            return 0.0  # a join changed the generation meanwhile: this answer is about the old one
-        error = _error_of(answer)
-        if error is None:
-            return self.heartbeat_interval
-        if isinstance(error, RebalanceInProgressError):
-            if not self.rejoin_needed and not self.joining:
-                self.request_rejoin("the group is rebalancing")
-            return self.heartbeat_interval
-        if isinstance(error, IllegalGenerationError):
-            self._reset_generation(f"heartbeat: {error}", keep_member_id=True)
-        elif isinstance(error, UnknownMemberIdError):
-            self._reset_generation(f"heartbeat: {error}", keep_member_id=False)
-        elif isinstance(error, FencedInstanceIdError):
-            self.generation = -1
-            self.member_id = ""
-            self.state = MemberState.UNJOINED
-            self.fatal_error = error
-            self._notify()
-        else:
-            log.warning("group %s: heartbeat answered %s", self.group_id, error)
-        return self.retry_backoff
-
-    async def _leave_after_poll_timeout(self) -> None:
+    async def leave_after_poll_timeout(self, silent_for: float) -> None:
+        """The application has not polled for ``max_poll_interval_ms``: leave; the next poll rejoins."""
         log.warning("group %s: member %s did not poll for %.1f s (max_poll_interval_ms=%d): leaving the group; "
-                    "the next poll rejoins", self.group_id, self.member_id, time.monotonic() - self._last_poll,
+                    "the next poll rejoins", self.group_id, self.member_id, silent_for,
                     int(self.max_poll_interval * 1000))
         await self.leave("consumer poll timeout has expired")
         self.partitions_lost = True
@@ -796,7 +535,7 @@ class GroupMembership:
                     "members": [{"member_id": member_id, "reason": reason}]},
                     deadline=time.monotonic() + _LEAVE_TIMEOUT_MS / 1000, timeout_ms=_LEAVE_TIMEOUT_MS)
                 log.info("group %s: member %s left (%s): %s", self.group_id, member_id, reason,
-                         _error_of(answer) or "ok")
+                         error_of(answer) or "ok")
             except KafkaliteError as exc:
                 log.info("group %s: LeaveGroup for %s failed: %s", self.group_id, member_id, exc)
         self.generation = -1
@@ -816,11 +555,11 @@ class GroupMembership:
                     await core.revoke_partitions(owned, lost=self.partitions_lost or self.generation < 0)
                 await self.leave("the consumer is closing")
         finally:
-            self._closed = True
-            for task in (self._heartbeat_task, self._auto_commit_task, self._join_task):
+            self.heartbeat.closed = True
+            for task in (self.heartbeat.task, self._auto_commit_task, self._join_task):
                 if task is not None and not task.done():
                     task.cancel()
-            await asyncio.gather(*(task for task in (self._heartbeat_task, self._auto_commit_task, self._join_task)
+            await asyncio.gather(*(task for task in (self.heartbeat.task, self._auto_commit_task, self._join_task)
                                    if task is not None), return_exceptions=True)
 
     async def unsubscribe(self) -> None:
@@ -884,18 +623,18 @@ class GroupMembership:
             answer = await self.link.call(protocol.OFFSET_COMMIT, {
                 "generation_id": generation, "member_id": member_id, "group_instance_id": self.group_instance_id,
                 "topics": offsets_body(offsets)}, deadline=deadline)
-            error = _error_of(answer)
+            error = error_of(answer)
             if error is None:
                 for topic in answer.get("topics", []):
                     for entry in topic.get("partitions", []):
-                        error = _error_of(entry)
+                        error = error_of(entry)
                         if error is not None:
                             break
                     if error is not None:
                         break
             if error is None:
                 return
-            if isinstance(error, (*_COORDINATOR_ERRORS, CoordinatorLoadInProgressError)):
+            if isinstance(error, (*COORDINATOR_ERRORS, CoordinatorLoadInProgressError)):
                 if not isinstance(error, CoordinatorLoadInProgressError):
                     self.link.forget()
                 if time.monotonic() >= deadline:
@@ -914,7 +653,7 @@ class GroupMembership:
                     f"completes the rebalance, then retry the commit ({error})")
             if isinstance(error, (IllegalGenerationError, UnknownMemberIdError)):
                 if self.managed and (generation, member_id) == (self.generation, self.member_id):
-                    self._reset_generation(f"commit: {error}", keep_member_id=isinstance(error, IllegalGenerationError))
+                    self.reset_generation(f"commit: {error}", keep_member_id=isinstance(error, IllegalGenerationError))
                 raise CommitFailedError(
                     "Commit cannot be completed since the group has already rebalanced and assigned the partitions "
                     f"to another member ({error})")
@@ -927,8 +666,10 @@ class GroupMembership:
         return await fetch_offsets(self.link, list(partitions), time.monotonic() + timeout_ms / 1000)
 
 
+# ConsumerRebalanceListener, resolve_assignors and the metadata codecs live in group_assignment; they
+# stay importable from here, where the consumer-group API was first documented.
 __all__ = [
-    "ConsumerRebalanceListener", "CoordinatorLink", "DEFAULT_ASSIGNORS", "GroupMembership", "JoinResult",
-    "MemberState", "decode_assignment", "decode_subscription", "encode_json", "fetch_offsets", "offsets_body",
-    "rebalance_protocol", "resolve_assignors",
+    "ConsumerRebalanceListener", "GroupConsumer", "GroupConsumerSettings", "GroupMembership", "JoinResult",
+    "MemberState", "decode_assignment", "decode_json", "decode_subscription", "encode_json", "rebalance_protocol",
+    "resolve_assignors",
 ]

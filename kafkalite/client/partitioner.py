@@ -1,7 +1,8 @@
 """Producer partitioners: which partition of a topic a record goes to.
 
-This module owns Kafka's hash (:func:`murmur2`, the Java client's variant, signed 32-bit
-result), :func:`to_positive`, and the two built-in strategies:
+This module owns the two built-in strategies; Kafka's hash (:func:`murmur2`) and
+:func:`to_positive` live in :mod:`kafkalite.topics`, shared with the broker, and are re-exported
+here:
 
 * :class:`DefaultPartitioner` — Kafka's default rules, in order:
 
@@ -46,13 +47,13 @@ behind its own lock, so one instance may be shared by every thread of a producer
 from __future__ import annotations
 
 import random
-import struct
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from kafkalite.errors import ConfigError, UnknownTopicOrPartitionError
+from kafkalite.topics import murmur2, partition_for_key, to_positive
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -64,46 +65,6 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_SIZE = 16384  # Kafka's batch.size default
-
-_MASK_32 = 0xFFFFFFFF
-_SEED = 0x9747B28C
-_MULTIPLIER = 0x5BD1E995
-_SHIFT = 24
-_WORDS = struct.Struct("<I")
-
-
-def murmur2(data: bytes | bytearray | memoryview) -> int:
-    """Kafka's murmur2 hash of ``data`` as a signed 32-bit integer (Java ``int`` semantics).
-
-    Full 4-byte words are read little-endian; the tail (1–3 bytes) is mixed in and
-    multiplied only when present; all arithmetic is modulo 2**32 and the shifts are logical.
-    """
-    raw = bytes(data)
-    length = len(raw)
-    hash_value = (_SEED ^ length) & _MASK_32
-    whole = length & ~3
-    for (word,) in _WORDS.iter_unpack(raw[:whole]):
-        word = (word * _MULTIPLIER) & _MASK_32
-        word ^= word >> _SHIFT
-        word = (word * _MULTIPLIER) & _MASK_32
-        hash_value = ((hash_value * _MULTIPLIER) & _MASK_32) ^ word
-    tail = length & 3
-    if tail:
-        if tail == 3:
-            hash_value ^= raw[whole + 2] << 16
-        if tail >= 2:
-            hash_value ^= raw[whole + 1] << 8
-        hash_value ^= raw[whole]
-        hash_value = (hash_value * _MULTIPLIER) & _MASK_32
-    hash_value ^= hash_value >> 13
-    hash_value = (hash_value * _MULTIPLIER) & _MASK_32
-    hash_value ^= hash_value >> 15
-    return hash_value - (1 << 32) if hash_value & 0x80000000 else hash_value
-
-
-def to_positive(number: int) -> int:
-    """Kafka's ``Utils.toPositive``: clear the sign bit (``n & 0x7fffffff``), unlike ``abs``."""
-    return number & 0x7FFFFFFF
 
 
 class Partitioner(Protocol):
@@ -140,7 +101,7 @@ def _check_explicit(topic: str, partition: int, all_partitions: Sequence[int]) -
 
 
 def _hash_partition(key_bytes: bytes, partition_count: int) -> int:
-    return to_positive(murmur2(key_bytes)) % partition_count
+    return partition_for_key(key_bytes, partition_count)
 
 
 @dataclass

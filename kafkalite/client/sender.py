@@ -40,11 +40,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from kafkalite import protocol
 from kafkalite.client.accumulator import ProducerBatch, RecordAccumulator
 from kafkalite.client.metadata import STALLED_AFTER_S, ClusterView, MetadataManager, leader_hint
+from kafkalite.client.producer_settings import ProducerSettings
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import (
     BrokerResponseError,
@@ -58,9 +58,6 @@ from kafkalite.errors import (
     UnknownServerError,
 )
 from kafkalite.transport import AsyncTransport, check_answer
-
-if TYPE_CHECKING:
-    from kafkalite.client.producer import ProducerSettings
 
 log = logging.getLogger(__name__)
 
@@ -342,8 +339,6 @@ class Sender:
 
 
 def _expired(batch: ProducerBatch, cause: BaseException, delivery_timeout_ms: int) -> KafkaliteError:
-    from kafkalite.errors import KafkaTimeoutError
-
     error = KafkaTimeoutError(f"{batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition} "
                               f"expired after {delivery_timeout_ms} ms (last error: {cause})")
     error.__cause__ = cause

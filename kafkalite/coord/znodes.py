@@ -14,11 +14,11 @@ Their list and dict fields are normalised copies and must be treated as read-onl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kafkalite import topics
 from kafkalite.coord.znode_json import (
     Fields,
     ZNodePayload,
@@ -30,7 +30,7 @@ from kafkalite.coord.znode_json import (
     validate_broker_id,
     validate_partition,
 )
-from kafkalite.errors import InvalidTopicError, ZNodeDataError
+from kafkalite.errors import ZNodeDataError
 
 # --- paths ------------------------------------------------------------------------------------
 
@@ -75,18 +75,16 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 #: Size of a producer id block handed to one broker (Kafka's value).
 PRODUCER_ID_BLOCK_SIZE = 1000
 
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")  # used with fullmatch: `$` would admit a final newline
 _SEQUENCE_DIGITS = 10
 
 
 def validate_topic_name(topic: str) -> str:
     """Return ``topic`` if it is a legal topic name (Kafka's rules), else raise InvalidTopicError.
 
-    Legal: 1–249 characters from ``[A-Za-z0-9._-]``, and not ``.`` or ``..``.
+    Legal: 1–249 characters from ``[A-Za-z0-9._-]``, and not ``.`` or ``..`` (the rules and
+    messages of :mod:`kafkalite.topics`).
     """
-    if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
-        raise InvalidTopicError(f"illegal topic name {topic!r}")
-    return topic
+    return topics.validate_topic_name(topic)
 
 
 def broker_path(broker_id: int) -> str:

@@ -16,6 +16,8 @@ import os
 import re
 from pathlib import Path
 
+from kafkalite.topics import has_legal_characters
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -38,8 +40,6 @@ SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 TRANSIENT_IO_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)((?:\.cleaned|\.swap|\.deleted)?)$")
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_NAME_LENGTH = 249
 
 
 def offset_file_stem(base_offset: int) -> str:
@@ -68,22 +68,9 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     if name.endswith(DELETE_DIR_SUFFIX) or "-" not in name:
         return None
     topic, _, partition_text = name.rpartition("-")
-    if not partition_text.isdigit() or not topic or not _LEGAL_TOPIC.match(topic):
+    if not partition_text.isdigit() or not has_legal_characters(topic):
         return None
     return topic, int(partition_text)
-
-
-def topic_name_problem(topic: str) -> str | None:
-    """Why ``topic`` is not a legal Kafka topic name, or None when it is."""
-    if not topic:
-        return "topic name is empty"
-    if topic in (".", ".."):
-        return f"topic name cannot be {topic!r}"
-    if len(topic) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC.fullmatch(topic):
-        return f"topic name {topic!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
-    return None
 
 
 def fsync_directory(directory: Path) -> None:

@@ -37,6 +37,7 @@ from kafkalite.config import LogConfig
 from kafkalite.errors import KafkaStorageError, LogDirOfflineError, StorageError
 from kafkalite.storage import checkpoint, cleaner, files
 from kafkalite.storage.log import Clock, PartitionLog, wall_clock_ms
+from kafkalite.topics import topic_name_problem
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class LogManager:
             existing = self.logs.get(key)
             if existing is not None:
                 return existing
-            problem = files.topic_name_problem(topic)
+            problem = topic_name_problem(topic)
             if problem:
                 raise StorageError(problem)
             directory = self._least_loaded_dir() / files.partition_dir_name(topic, partition)

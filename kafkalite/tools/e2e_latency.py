@@ -46,8 +46,8 @@ import time
 from typing import Any, TextIO
 
 from kafkalite.client import KafkaConsumer, KafkaProducer, TopicPartition
-from kafkalite.client.consumer import ConsumerSettings
-from kafkalite.client.producer import ProducerSettings
+from kafkalite.client.consumer_settings import ConsumerSettings
+from kafkalite.client.producer_settings import ProducerSettings
 from kafkalite.config import load_properties
 from kafkalite.errors import ConfigError, KafkaliteError
 from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, run_cli

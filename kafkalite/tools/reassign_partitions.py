@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from kafkalite.broker.assignment import assign_replicas
+from kafkalite.assignment import assign_replicas
 from kafkalite.client import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafkalite.errors import BrokerResponseError
 from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli

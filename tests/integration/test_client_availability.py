@@ -30,7 +30,7 @@ import pytest
 
 from kafkalite import protocol
 from kafkalite.client.metadata import MetadataManager
-from kafkalite.client.partitioner import murmur2, to_positive
+from kafkalite.topics import murmur2, to_positive
 from kafkalite.transport import AsyncTransport
 from tests.support.cluster import BrokerCluster
 from tests.support.verifiable import VerifiableConsumer, VerifiableProducer, check_delivery, end_offsets

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kafkalite.broker import assignment
+from kafkalite import assignment
 from kafkalite.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 

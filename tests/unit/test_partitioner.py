@@ -17,13 +17,9 @@ from kafka.partitioner.default import (
     murmur2 as kafka_python_murmur2,
 )
 
-from kafkalite.client.partitioner import (
-    DefaultPartitioner,
-    RoundRobinPartitioner,
-    murmur2,
-    to_positive,
-)
+from kafkalite.client.partitioner import DefaultPartitioner, RoundRobinPartitioner
 from kafkalite.errors import ConfigError, UnknownTopicOrPartitionError
+from kafkalite.topics import murmur2, partition_for_key, to_positive
 
 # Test vectors of Kafka's own murmur2 tests (section 7.1 of the design reference).
 MURMUR2_VECTORS = [
@@ -97,6 +93,12 @@ def test_murmur2_matches_kafka_python_over_key_corpus() -> None:
 @given(st.binary(max_size=200))
 def test_murmur2_matches_kafka_python_on_arbitrary_bytes(key: bytes) -> None:
     assert murmur2(key) & 0xFFFFFFFF == kafka_python_murmur2(key)
+
+
+def test_partition_for_key_is_to_positive_murmur2_modulo_the_count() -> None:
+    for key in (b"", b"foobar", b"abc", bytes(range(256))):
+        assert partition_for_key(key, 7) == to_positive(murmur2(key)) % 7
+        assert partition_for_key(key, 7) == (kafka_python_murmur2(key) & 0x7FFFFFFF) % 7
 
 
 def test_to_positive_clears_the_sign_bit_rather_than_taking_abs() -> None:

@@ -1,4 +1,4 @@
-"""Replica placement and leader election rules: pure functions, no I/O.
+"""Replica placement and leader election rules: pure functions, no I/O, below broker and tools.
 
 Replica assignment follows Kafka's algorithm: leaders round-robin over the brokers sorted by
 id from a random start; followers are placed at a shift that changes every ``n`` partitions so

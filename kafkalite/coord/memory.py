@@ -79,9 +79,9 @@ logger = logging.getLogger(__name__)
 
 _Result = TypeVar("_Result")
 
-#: Request names :meth:`InMemoryCoordinator.fail_next_request` matches.
+#: Request names :meth:`InMemoryCoordinator.fail_next_request` matches ("start" only when named).
 OPERATIONS = frozenset({"get", "get_children", "exists", "create", "set", "delete", "ensure_path",
-                        "transaction", "watch_data", "watch_children"})
+                        "transaction", "watch_data", "watch_children", "start"})
 
 
 class _Recipe:
@@ -259,6 +259,10 @@ class InMemoryCoordinator:
         self._used = True
         self._loop = asyncio.get_running_loop()
         await asyncio.sleep(0)
+        failure = next((failure for failure in self._failures if failure.operation == "start"), None)
+        if failure is not None:  # like a ZooKeeper that cannot be reached: no session, no restart
+            self._failures.remove(failure)
+            raise failure.error
         self._session = self._ensemble._open_session(self)
         self._started = True
         self._connected = True
@@ -328,7 +332,8 @@ class InMemoryCoordinator:
         """Make the next request named ``operation`` (any request when None) fail with ``error``
         (default: a retriable CoordinationError, as when the connection drops). With ``applied``
         the request takes effect before it fails (a write whose answer was lost). Calls queue up
-        in order."""
+        in order. ``"start"`` makes the next :meth:`start` fail (it opens no session, and the
+        client cannot be started again, like a ZooKeeperClient whose start failed)."""
         if operation is not None and operation not in OPERATIONS:
             raise ValueError(f"unknown operation {operation!r} (one of {sorted(OPERATIONS)})")
         failure = error if error is not None else CoordinationError(
@@ -425,7 +430,8 @@ class InMemoryCoordinator:
         if self._stopping:
             raise CoordinationError(f"{where}: ConnectionClosedError: the coordinator stopped")
         failure = next((failure for failure in self._failures
-                        if failure.operation is None or failure.operation == operation), None)
+                        if (failure.operation is None and operation != "start") or failure.operation == operation),
+                       None)
         if failure is not None:
             self._failures.remove(failure)
             if not failure.applied:

@@ -91,3 +91,50 @@ def test_controller_elects_leaders_and_fails_over_on_the_twin() -> None:
         await ensemble.settle()
 
     asyncio.run(asyncio.wait_for(scenario(), 10.0))
+
+
+class ManualTimer:
+    """A ``sleep`` whose delays end only when the test says so (time stands still otherwise)."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[float, asyncio.Event]] = []
+
+    async def sleep(self, seconds: float) -> None:
+        done = asyncio.Event()
+        self.pending.append((seconds, done))
+        await done.wait()
+
+    def expire_all(self) -> list[float]:
+        delays = [seconds for seconds, _ in self.pending]
+        for _, done in self.pending:
+            done.set()
+        self.pending.clear()
+        return delays
+
+
+def test_metadata_wait_for_ends_on_a_change_or_when_the_injected_timer_runs_out() -> None:
+    async def scenario() -> None:
+        ensemble = InMemoryZooKeeper()
+        client = ensemble.client()
+        await client.start()
+        await client.ensure_paths(znodes.PERSISTENT_PATHS)
+        await client.create(znodes.CLUSTER_ID_PATH, znodes.ClusterId("twin-cluster").to_bytes(), makepath=True)
+        timer = ManualTimer()
+        metadata = MetadataCache(client, 1, sleep=timer.sleep)
+        await metadata.start()
+
+        appears = asyncio.ensure_future(metadata.wait_for(lambda: "orders" in metadata.topics, 30.0))
+        never = asyncio.ensure_future(metadata.wait_for(lambda: "missing" in metadata.topics, 5.0))
+        await until(lambda: len(timer.pending) == 2)
+        assignment = znodes.TopicAssignment(partitions={0: [1]}, topic_id="topic-id")
+        await client.create(znodes.topic_path("orders"), assignment.to_bytes())
+        assert await appears is True  # a change ended the wait; no time passed
+        assert not never.done()
+        assert sorted(timer.expire_all()) == [5.0, 30.0]
+        assert await never is False
+        assert await metadata.wait_for(lambda: True, 0.0) is True
+        assert await metadata.wait_for(lambda: False, 0.0) is False
+        metadata.stop()
+        await client.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10.0))

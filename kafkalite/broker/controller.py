@@ -30,6 +30,11 @@ bounce; topics or partitions appear; deletions or preferred elections are reques
 Brokers learn every decision through their own watches on the state znodes (see
 :mod:`kafkalite.broker.metadata`); the controller sends them nothing.
 
+Time: every delay of the controller (coalescing bursts of notifications, the retry after a
+lost race, the auto-rebalance interval) goes through the injected ``sleep`` coroutine
+function (``asyncio.sleep`` by default), so tests on the in-memory coordinator can run it on a
+fake clock; ``clock`` is the broker's wall clock in milliseconds.
+
 Concurrency: event-loop only; reconciliation passes run one at a time in one task.
 """
 
@@ -37,13 +42,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kafkalite import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import Watch, ZNodeStat, ZooKeeperClient, ZooKeeperTransaction
+from kafkalite.coord.coordinator import Coordinator, CoordinatorTransaction, ZNodeStat
+from kafkalite.coord.watch import Watch
 from kafkalite.errors import (
     KafkaliteError,
     NotControllerError,
@@ -55,18 +61,25 @@ from kafkalite.errors import (
 
 log = logging.getLogger(__name__)
 
+#: Seconds a reconciliation pass waits after a wake-up, so a burst of notifications makes one pass.
+COALESCE_DELAY = 0.01
+#: Seconds before a pass is retried after it failed or a fenced write lost a race.
+RETRY_DELAY = 0.05
+
 
 class Controller:
     """Controller election and duties for one broker. See the module docstring."""
 
-    def __init__(self, config: BrokerConfig, zookeeper: ZooKeeperClient, metadata: MetadataCache,
-                 topic_configs: Callable[[str], dict[str, str]], clock: Callable[[], int]) -> None:
+    def __init__(self, config: BrokerConfig, zookeeper: Coordinator, metadata: MetadataCache,
+                 topic_configs: Callable[[str], dict[str, str]], clock: Callable[[], int], *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zookeeper = zookeeper
         self.metadata = metadata
         self.topic_configs = topic_configs
         self.clock = clock
+        self.sleep = sleep
         self.active = False
         self.epoch = -1
         self.epoch_version = -1
@@ -75,6 +88,7 @@ class Controller:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
+        self._retry_task: asyncio.Task[None] | None = None
         self._watches: list[Watch] = []
         self._broker_epochs: dict[int, int] = {}
         self._bounced: set[int] = set()
@@ -184,21 +198,21 @@ class Controller:
         for watch in self._watches:
             watch.cancel()
         self._watches.clear()
-        for task in (self._task, self._rebalance_task):
+        for task in (self._task, self._rebalance_task, self._retry_task):
             if task is not None:
                 task.cancel()
-        self._task = self._rebalance_task = None
+        self._task = self._rebalance_task = self._retry_task = None
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [task for task in (self._task, self._rebalance_task) if task is not None]
+        tasks = [task for task in (self._task, self._rebalance_task, self._retry_task) if task is not None]
         self._resign()
         await asyncio.gather(*tasks, return_exceptions=True)
         # /controller is ephemeral: closing the session removes it at once, without a request
         # that could hang while ZooKeeper is unreachable.
 
     # -- fenced writes ------------------------------------------------------------------------
-    def _fenced(self) -> ZooKeeperTransaction:
+    def _fenced(self) -> CoordinatorTransaction:
         transaction = self.zookeeper.transaction()
         transaction.check(znodes.CONTROLLER_EPOCH_PATH, self.epoch_version)
         return transaction
@@ -241,14 +255,20 @@ class Controller:
         return True
 
     def _retry_soon(self) -> None:
-        asyncio.get_running_loop().call_later(0.05, self._wake.set)
+        """Wake the reconciliation loop after RETRY_DELAY (one pending retry at a time)."""
+        if self._retry_task is None or self._retry_task.done():
+            self._retry_task = asyncio.get_running_loop().create_task(self._wake_after(RETRY_DELAY))
+
+    async def _wake_after(self, delay: float) -> None:
+        await self.sleep(delay)
+        self._wake.set()
 
     # -- reconciliation -----------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:
         while self.active:
             await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(0.01)  # coalesce bursts of notifications
+            await self.sleep(COALESCE_DELAY)  # coalesce bursts of notifications
             try:
                 await self._reconcile()
                 self.passes += 1
@@ -552,7 +572,7 @@ class Controller:
     async def _auto_rebalance_loop(self) -> None:
         interval = self.config.leader_imbalance_check_interval_seconds
         while self.active:
-            await asyncio.sleep(interval)
+            await self.sleep(interval)
             try:
                 await self._check_imbalance()
             except KafkaliteError as exc:

@@ -41,7 +41,7 @@ from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache
 from kafkalite.broker.partition import Partition, Role
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import ZooKeeperClient
+from kafkalite.coord.coordinator import Coordinator
 from kafkalite.errors import (
     BrokerResponseError,
     CorruptRecordError,
@@ -90,7 +90,7 @@ class ReplicaManager:
     """Hosted partitions and their request paths. See the module docstring."""
 
     def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: MetadataCache,
-                 zookeeper: ZooKeeperClient, clock: Callable[[], int]) -> None:
+                 zookeeper: Coordinator, clock: Callable[[], int]) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.log_manager = log_manager

@@ -1,7 +1,9 @@
 """Asyncio access to ZooKeeper: the only kafkalite module that imports kazoo.
 
 :class:`ZooKeeperClient` owns one kazoo session and exposes it as coroutines, callbacks on the
-event loop and kafkalite errors. Nothing outside this module sees a kazoo type.
+event loop and kafkalite errors. Nothing outside this module sees a kazoo type. It implements
+the :class:`~kafkalite.coord.coordinator.Coordinator` protocol, whose value types it shares with
+the in-memory twin (:mod:`kafkalite.coord.memory`).
 
 Concurrency contract
 --------------------
@@ -33,18 +35,14 @@ CoordinationError.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
-import enum
 import functools
-import inspect
 import logging
 import posixpath
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -61,60 +59,36 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
+from kafkalite.coord.coordinator import (
+    ANY_VERSION,
+    ChildrenCallback,
+    Coordinator,
+    DataCallback,
+    SessionListener,
+    SessionState,
+    TransactionBuilder,
+    TransactionOperation,
+    TransactionResult,
+    ZNodeStat,
+    as_bytes,
+    node_exists_error,
+    node_missing_error,
+    not_empty_error,
+    timeout_error,
+    transaction_operation_where,
+    version_conflict_error,
+)
+from kafkalite.coord.watch import SerialDispatcher, Watch
 from kafkalite.errors import (
     CoordinationError,
     IllegalStateError,
     KafkaliteError,
-    ZNodeExistsError,
     ZNodeMissingError,
-    ZNodeVersionConflictError,
 )
 
 logger = logging.getLogger(__name__)
 
 _Result = TypeVar("_Result")
-
-#: Version value meaning "any version" for set/delete.
-ANY_VERSION = -1
-
-
-class SessionState(str, enum.Enum):
-    """Session states delivered to session listeners (they compare equal to their names)."""
-
-    CONNECTED = "CONNECTED"  #: connected, with a session (a new one if the previous was LOST)
-    SUSPENDED = "SUSPENDED"  #: connection lost; the session may still be alive
-    LOST = "LOST"  #: the session expired: its ephemerals are gone, its watches were dropped
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class ZNodeStat:
-    """The metadata ZooKeeper keeps for a znode (times in epoch milliseconds)."""
-
-    version: int
-    czxid: int
-    mzxid: int
-    ephemeral_owner: int
-    cversion: int
-    num_children: int
-    data_length: int
-    ctime_ms: int
-    mtime_ms: int
-    pzxid: int
-
-    @property
-    def is_ephemeral(self) -> bool:
-        return self.ephemeral_owner != 0
-
-
-DataCallback = Callable[[bytes | None, ZNodeStat | None], Awaitable[None] | None]
-"""Called with (data, stat), or (None, None) while the znode does not exist."""
-ChildrenCallback = Callable[[list[str]], Awaitable[None] | None]
-"""Called with the sorted child names."""
-SessionListener = Callable[[SessionState], Awaitable[None] | None]
-"""Called with each session state change."""
 
 
 def _convert_stat(stat: ZnodeStat) -> ZNodeStat:
@@ -147,25 +121,19 @@ def parse_connect_string(connect_string: str) -> tuple[str, str]:
     return hosts, "" if normalised == "/" else normalised
 
 
-def _bytes(data: bytes | bytearray | memoryview) -> bytes:
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"znode data must be bytes, got {type(data).__name__}")
-    return bytes(data)
-
-
 def _translate(exc: BaseException, operation: str, path: str | None) -> KafkaliteError:
     """The kafkalite error for a kazoo (or timeout) exception raised by ``operation``."""
     where = f"{operation} {path}" if path else operation
     if isinstance(exc, NodeExistsError):
-        return ZNodeExistsError(f"{where}: znode already exists")
+        return node_exists_error(where)
     if isinstance(exc, NoNodeError):
-        return ZNodeMissingError(f"{where}: znode (or its parent) does not exist")
+        return node_missing_error(where)
     if isinstance(exc, BadVersionError):
-        return ZNodeVersionConflictError(f"{where}: znode version does not match")
+        return version_conflict_error(where)
     if isinstance(exc, NotEmptyError):
-        return CoordinationError(f"{where}: znode has children")
+        return not_empty_error(where)
     if isinstance(exc, (KazooTimeoutError, asyncio.TimeoutError, TimeoutError)):
-        return CoordinationError(f"{where}: ZooKeeper did not answer in time (outcome unknown)")
+        return timeout_error(where)
     name = type(exc).__name__
     detail = str(exc)
     return CoordinationError(f"{where}: {name}{': ' + detail if detail else ''}")
@@ -180,164 +148,11 @@ def _translated(operation: str, path: str | None = None) -> Iterator[None]:
         raise _translate(exc, operation, path) from exc
 
 
-class _SerialDispatcher:
-    """Delivers one registration's events on the loop, in order, one at a time.
-
-    ``push`` must be called on the loop thread. Plain callbacks run inline; a coroutine result
-    is awaited in a task before the next queued event is delivered.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[..., Any],
-                 description: str) -> None:
-        self._loop = loop
-        self._callback = callback
-        self._description = description
-        self._pending: collections.deque[tuple[Any, ...]] = collections.deque()
-        self._draining = False
-        self._closed = False
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def push(self, arguments: tuple[Any, ...]) -> None:
-        if self._closed:
-            return
-        self._pending.append(arguments)
-        if not self._draining:
-            self._draining = True
-            self._drain()
-
-    def _drain(self) -> None:
-        while self._pending and not self._closed:
-            arguments = self._pending.popleft()
-            try:
-                result = self._callback(*arguments)
-            except Exception:
-                logger.exception("ZooKeeper callback for %s failed", self._description)
-                continue
-            if inspect.isawaitable(result):
-                self._task = self._loop.create_task(self._await_then_drain(result))
-                return
-        self._draining = False
-
-    async def _await_then_drain(self, awaitable: Awaitable[Any]) -> None:
-        try:
-            await awaitable
-        except asyncio.CancelledError:
-            self._draining = False
-            raise
-        except Exception:
-            logger.exception("ZooKeeper callback for %s failed", self._description)
-        self._task = None
-        self._drain()
-
-    def close(self) -> None:
-        """Drop queued events and cancel a running callback (unless it is the caller)."""
-        self._closed = True
-        self._pending.clear()
-        task = self._task
-        try:
-            current = asyncio.current_task()
-        except RuntimeError:  # not on a running loop
-            current = None
-        if task is not None and not task.done() and task is not current:
-            task.cancel()
-
-
-class Watch:
-    """Handle of a data or children watch registered with a :class:`ZooKeeperClient`.
-
-    :meth:`cancel` stops delivery at once (call it on the loop thread); kazoo forgets the
-    recipe at its next event.
-    """
-
-    def __init__(self, kind: str, path: str, dispatcher: _SerialDispatcher) -> None:
-        self.kind = kind
-        self.path = path
-        self._dispatcher = dispatcher
-        self._cancelled = threading.Event()
-
-    @property
-    def active(self) -> bool:
-        return not self._cancelled.is_set()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-        self._dispatcher.close()
-
-    def __repr__(self) -> str:
-        state = "active" if self.active else "cancelled"
-        return f"<Watch {self.kind} {self.path} {state}>"
-
-
-@dataclass(frozen=True, slots=True)
-class _TransactionOperation:
-    kind: str  # "check" | "create" | "set_data" | "delete"
-    path: str
-    data: bytes = b""
-    version: int = ANY_VERSION
-    ephemeral: bool = False
-    sequence: bool = False
-
-    def describe(self) -> str:
-        version = "" if self.version == ANY_VERSION else f" version {self.version}"
-        return f"{self.kind} {self.path}{version}"
-
-
-TransactionResult = str | ZNodeStat | bool
-"""create → created path; set_data → new stat; check and delete → True."""
-
-
-class ZooKeeperTransaction:
-    """An all-or-nothing ZooKeeper ``multi``, built with chained calls and committed once.
-
-    Owned by the coroutine that builds it; not thread-safe. If any operation fails, none is
-    applied and :meth:`commit` raises the error of the first failing operation (a failed
-    ``check`` raises ZNodeVersionConflictError, or ZNodeMissingError when the znode is gone).
-    """
+class ZooKeeperTransaction(TransactionBuilder):
+    """An all-or-nothing ZooKeeper ``multi`` (see :class:`~kafkalite.coord.coordinator.TransactionBuilder`)."""
 
     def __init__(self, client: ZooKeeperClient) -> None:
-        self._client = client
-        self._operations: list[_TransactionOperation] = []
-        self._committed = False
-
-    def _add(self, operation: _TransactionOperation) -> ZooKeeperTransaction:
-        if self._committed:
-            raise IllegalStateError("transaction already committed")
-        self._operations.append(operation)
-        return self
-
-    def check(self, path: str, version: int) -> ZooKeeperTransaction:
-        """Require ``path`` to exist with exactly ``version``."""
-        return self._add(_TransactionOperation("check", path, version=version))
-
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
-               sequence: bool = False) -> ZooKeeperTransaction:
-        """Create ``path`` (its parent must exist, or be created earlier in this transaction)."""
-        return self._add(_TransactionOperation("create", path, data=_bytes(data),
-                                               ephemeral=ephemeral, sequence=sequence))
-
-    def set_data(self, path: str, data: bytes, version: int = ANY_VERSION) -> ZooKeeperTransaction:
-        """Replace the data of ``path``, conditioned on ``version`` unless it is -1."""
-        return self._add(_TransactionOperation("set_data", path, data=_bytes(data),
-                                               version=version))
-
-    def delete(self, path: str, version: int = ANY_VERSION) -> ZooKeeperTransaction:
-        """Delete ``path`` (no children allowed), conditioned on ``version`` unless it is -1."""
-        return self._add(_TransactionOperation("delete", path, version=version))
-
-    @property
-    def operations(self) -> int:
-        return len(self._operations)
-
-    async def commit(self) -> list[TransactionResult]:
-        """Apply every operation or none; returns one result per operation, in order."""
-        if self._committed:
-            raise IllegalStateError("transaction already committed")
-        self._committed = True
-        return await self._client._commit(list(self._operations))
+        super().__init__(client._commit)
 
 
 class ZooKeeperClient:
@@ -362,7 +177,7 @@ class ZooKeeperClient:
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._listeners: dict[SessionListener, _SerialDispatcher] = {}
+        self._listeners: dict[SessionListener, SerialDispatcher] = {}
         self._watches: set[Watch] = set()
         self._state = SessionState.LOST
         self._stopping = False
@@ -402,6 +217,16 @@ class ZooKeeperClient:
     def session_timeout(self) -> float:
         """The requested session timeout in seconds."""
         return self._session_timeout
+
+    def session_credentials_for_testing(self) -> tuple[int, bytes] | None:
+        """(session id, session password) of the current session, None when not connected.
+
+        Only for tests that expire a session the standard way: a second connection with the
+        same credentials, closed at once, makes the server expire the session.
+        """
+        client = self._client
+        client_id = client.client_id if client is not None else None
+        return (int(client_id[0]), bytes(client_id[1])) if client_id else None
 
     async def start(self) -> None:
         """Connect (creating the chroot if missing); CoordinationError when that fails in time.
@@ -567,7 +392,7 @@ class ZooKeeperClient:
         znode exists; ZNodeMissingError when the parent is missing and ``makepath`` is False.
         """
         client = self._require_client()
-        payload = _bytes(data)
+        payload = as_bytes(data)
         with _translated("create", path):
             return str(await self._completion(client.create_async(
                 path, payload, ephemeral=ephemeral, sequence=sequence, makepath=makepath)))
@@ -578,7 +403,7 @@ class ZooKeeperClient:
         ZNodeVersionConflictError when the version moved on; ZNodeMissingError when absent.
         """
         client = self._require_client()
-        payload = _bytes(data)
+        payload = as_bytes(data)
         with _translated("set", path):
             stat = await self._completion(client.set_async(path, payload, version))
         return _convert_stat(stat)
@@ -635,7 +460,7 @@ class ZooKeeperClient:
         self._require_client()
         return ZooKeeperTransaction(self)
 
-    async def _commit(self, operations: list[_TransactionOperation]) -> list[TransactionResult]:
+    async def _commit(self, operations: list[TransactionOperation]) -> list[TransactionResult]:
         client = self._require_client()
         request = client.transaction()
         for operation in operations:
@@ -661,8 +486,7 @@ class ZooKeeperClient:
                 failures[0],
             )
             operation = operations[index]
-            raise _translate(cause, f"transaction operation #{index} ({operation.describe()})",
-                             None) from cause
+            raise _translate(cause, transaction_operation_where(index, operation), None) from cause
         results: list[TransactionResult] = []
         for result in raw_results:
             if isinstance(result, ZnodeStat):
@@ -684,7 +508,7 @@ class ZooKeeperClient:
         client = self._require_client()
         loop = self._loop
         assert loop is not None
-        dispatcher = _SerialDispatcher(loop, callback, f"data watch on {path}")
+        dispatcher = SerialDispatcher(loop, callback, f"data watch on {path}")
         watch = Watch("data", path, dispatcher)
 
         def on_data(data: bytes | None, stat: ZnodeStat | None, event: object = None) -> bool | None:
@@ -696,7 +520,7 @@ class ZooKeeperClient:
             try:
                 loop.call_soon_threadsafe(dispatcher.push, (payload, converted))
             except RuntimeError:  # the loop is closed
-                watch._cancelled.set()
+                watch._mark_cancelled()
                 return False
             return None
 
@@ -719,7 +543,7 @@ class ZooKeeperClient:
         client = self._require_client()
         loop = self._loop
         assert loop is not None
-        dispatcher = _SerialDispatcher(loop, callback, f"children watch on {path}")
+        dispatcher = SerialDispatcher(loop, callback, f"children watch on {path}")
         watch = Watch("children", path, dispatcher)
         delivered_initial = threading.Event()
 
@@ -731,7 +555,7 @@ class ZooKeeperClient:
             try:
                 loop.call_soon_threadsafe(dispatcher.push, (sorted(children),))
             except RuntimeError:  # the loop is closed
-                watch._cancelled.set()
+                watch._mark_cancelled()
                 return False
             return None
 
@@ -759,7 +583,7 @@ class ZooKeeperClient:
             loop = asyncio.get_running_loop()
             self._loop = loop
         if listener not in self._listeners:
-            self._listeners[listener] = _SerialDispatcher(loop, listener, "session listener")
+            self._listeners[listener] = SerialDispatcher(loop, listener, "session listener")
 
     def remove_session_listener(self, listener: SessionListener) -> None:
         dispatcher = self._listeners.pop(listener, None)
@@ -789,6 +613,11 @@ class ZooKeeperClient:
         self._state = state
         for dispatcher in list(self._listeners.values()):
             dispatcher.push((state,))
+
+
+if TYPE_CHECKING:
+    def _is_a_coordinator(client: ZooKeeperClient) -> Coordinator:
+        return client
 
 
 # KazooState values are the names SessionState uses; keep them in step.

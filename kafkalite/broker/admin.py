@@ -22,7 +22,7 @@ from kafkalite import assignment
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.config import BrokerConfig, LogConfig, topic_config_names
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import ZooKeeperClient
+from kafkalite.coord.coordinator import Coordinator
 from kafkalite.errors import (
     ConfigError,
     InvalidConfigurationError,
@@ -83,7 +83,7 @@ def validate_topic_configs(configs: dict[str, str]) -> None:
 class AdminService:
     """Topic and config administration through ZooKeeper. See the module docstring."""
 
-    def __init__(self, config: BrokerConfig, zookeeper: ZooKeeperClient, metadata: MetadataCache,
+    def __init__(self, config: BrokerConfig, zookeeper: Coordinator, metadata: MetadataCache,
                  clock: Callable[[], int]) -> None:
         self.config = config
         self.zookeeper = zookeeper

@@ -8,27 +8,51 @@ diverged from the leader's lineage — the epoch and end offset to truncate to (
 KIP-279 rule, folded into fetch as in later Kafka versions). Partitions move between fetchers
 when leadership changes.
 
-Concurrency: event-loop only; each fetcher is one asyncio task.
+The fetchers know the replica manager only through :class:`FollowerHost` (what they read of
+it and the two calls they make), so this module does not import :mod:`kafkalite.broker.replica`.
+
+Concurrency: event-loop only; each fetcher is one asyncio task. Applying a fetched chunk may
+wait for a worker thread (CRC check of a big chunk, fsync); the fetcher re-checks that the
+partition still follows the same leader before it uses the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafkalite import protocol
-from kafkalite.broker.metadata import LiveBroker
+from kafkalite.broker.metadata import LiveBroker, MetadataCache
 from kafkalite.broker.partition import Partition, Role
+from kafkalite.config import BrokerConfig
 from kafkalite.errors import KafkaliteError, KafkaStorageError, OffsetOutOfRangeError
 from kafkalite.transport import AsyncTransport, check_answer
-
-if TYPE_CHECKING:
-    from kafkalite.broker.replica import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 REPLICA_CHANNEL = "replica"
+
+
+class FollowerHost(Protocol):
+    """What the fetchers need of the broker's replica manager."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def metadata(self) -> MetadataCache: ...
+
+    async def apply_fetched(self, partition: Partition, result: protocol.FetchResult) -> int:
+        """Append a fetched chunk (or truncate as the leader says); returns bytes applied."""
+        ...
+
+    def handle_out_of_range(self, partition: Partition, leader_start: int, leader_end: int) -> None:
+        """The fetch offset is outside the leader's log: truncate or start over."""
+        ...
 
 
 class ReplicaFetcher:
@@ -97,7 +121,7 @@ class ReplicaFetcher:
                     continue
                 if result.error_code == 0:
                     try:
-                        applied = replica_manager.apply_fetched(partition, result)
+                        applied = await replica_manager.apply_fetched(partition, result)
                         if self._throttled(partition):
                             throttled_bytes += applied
                     except KafkaStorageError as exc:
@@ -142,7 +166,7 @@ class ReplicaFetcher:
 class FetcherManager:
     """Assigns followed partitions to per-leader fetchers."""
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: FollowerHost) -> None:
         self.replica_manager = replica_manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # This broker's epoch (the czxid of its registration), sent with every fetch: leaders

@@ -12,6 +12,10 @@ Listeners registered with :meth:`MetadataCache.add_listener` are told about part
 changes, topic removals, broker membership and controller changes; they run on the event loop
 (the ZooKeeper client delivers watch callbacks there).
 
+Time: :meth:`MetadataCache.wait_for` bounds its wait with the injected ``sleep`` coroutine
+function (``asyncio.sleep`` by default), so tests on the in-memory coordinator can run it on a
+fake clock.
+
 Concurrency: event-loop only.
 """
 
@@ -101,8 +105,10 @@ class MetadataListener(Protocol):
 class MetadataCache:
     """ZooKeeper-fed cluster view of one broker. See the module docstring."""
 
-    def __init__(self, zookeeper: Coordinator, broker_id: int) -> None:
+    def __init__(self, zookeeper: Coordinator, broker_id: int, *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.zookeeper = zookeeper
+        self.sleep = sleep
         self.broker_id = broker_id
         self.cluster_id = ""
         self.controller_id = -1
@@ -148,19 +154,27 @@ class MetadataCache:
 
     # -- waiting ------------------------------------------------------------------------------
     async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait until ``predicate()`` holds after some metadata change, or ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not predicate():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                return predicate()
-        return True
+        """Wait until ``predicate()`` holds after some metadata change, or ``timeout`` seconds
+        (measured by ``sleep``) have passed; returns whether it holds."""
+        if predicate():
+            return True
+        if timeout <= 0:
+            return False
+        timer = asyncio.ensure_future(self.sleep(timeout))
+        changed: asyncio.Task[bool] | None = None
+        try:
+            while not predicate():
+                if timer.done():
+                    return predicate()
+                self._changed.clear()
+                changed = asyncio.ensure_future(self._changed.wait())
+                await asyncio.wait((changed, timer), return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+            return True
+        finally:
+            timer.cancel()
+            if changed is not None:
+                changed.cancel()
 
     def _signal(self) -> None:
         self._changed.set()

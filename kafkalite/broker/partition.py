@@ -7,7 +7,25 @@ smallest log end offset over the ISR, never backwards), decides ISR shrink and e
 candidates (Kafka's ``replica.lag.time.max.ms`` rules), and completes ``acks=all`` produce
 waits and long-poll fetch waits when the log or the high watermark moves.
 
-Concurrency: event-loop only. The log calls it makes are short page-cache operations.
+Concurrency: event-loop only: its state, the producer state and its waiters are read and
+written on the loop thread that created it (:meth:`Partition.check_loop_thread` raises
+elsewhere). The log calls it makes on the loop are short page-cache operations; the blocking
+parts of an append run on worker threads with their result handed back to the loop:
+
+* validation (:func:`~kafkalite.storage.validation.check_batches`, a pure function) of a
+  produce request holding a compressed batch (its records are decompressed to be checked),
+  more than ``VALIDATE_INLINE_BYTES`` bytes or more than ``VALIDATE_INLINE_RECORDS``
+  records. A small uncompressed request is validated inline (a CRC pass and the C-level
+  ``uniform_runs`` check: tens of microseconds, less than a hand-off to a thread);
+* the fsync that ``flush.messages`` asks for (:meth:`Partition.flush_through`): one at a
+  time per partition, covering every record appended before it starts (group commit); the
+  acknowledgement waits for the fsync that covers its records.
+
+Appends keep their arrival order: while one produce request of the partition is being
+validated in a worker, later ones queue behind it (FIFO) and are neither validated-and-written
+inline nor reordered, so an idempotent producer's in-flight requests are appended in
+sequence order. The duplicate and sequence checks and the write happen in one loop step,
+after the worker's validation, so nothing can interleave between them.
 """
 
 from __future__ import annotations
@@ -15,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +42,7 @@ from kafkalite.errors import (
     BrokerResponseError,
     FencedLeaderEpochError,
     InvalidRecordError,
+    LogDirOfflineError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
@@ -30,13 +50,21 @@ from kafkalite.errors import (
     UnknownLeaderEpochError,
 )
 from kafkalite.record.batch import RecordBatch, iter_batches
+from kafkalite.record.codec import Compression
 from kafkalite.storage.log import AppendInfo, PartitionLog
+from kafkalite.storage.validation import CheckedBatches, check_batches
 
 log = logging.getLogger(__name__)
 
 # Long-poll fetches that timed out leave their finished futures on an idle partition: prune the
 # list when it reaches this length, so it stays bounded while nothing is appended.
 _WAITER_PRUNE_AT = 64
+
+# A produce request is validated on the event loop only when it holds no compressed batch and
+# at most this many bytes and records (records that are not of one uniform shape are decoded
+# one by one, about a microsecond each); anything bigger is validated on a worker thread.
+VALIDATE_INLINE_BYTES = 128 * 1024
+VALIDATE_INLINE_RECORDS = 500
 
 
 class Role(enum.Enum):
@@ -78,6 +106,12 @@ class Partition:
         self.producer_state = ProducerStateManager()
         self._data_waiters: list[asyncio.Future[None]] = []
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._loop_thread = threading.get_ident()
+        # Produce requests that went through the queue and are not appended yet; while there is
+        # one, every later request of this partition queues too (see the module docstring).
+        self._queued_appends = 0
+        self._append_order = asyncio.Lock()
+        self._flushing: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, {self.role.value}, leader={self.leader_id}, "
@@ -201,8 +235,66 @@ class Partition:
             if current_leader_epoch > self.leader_epoch:
                 raise UnknownLeaderEpochError(f"{self.name}: epoch {current_leader_epoch} > {self.leader_epoch}")
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> AppendInfo:
+    def check_loop_thread(self) -> None:
+        """Raise unless called on the thread of the event loop that owns this partition."""
+        if threading.get_ident() != self._loop_thread:
+            raise RuntimeError(f"{self.name}: partition state touched off its event loop thread")
+
+    async def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int, *,
+                               wait_for_flush: bool = True) -> AppendInfo:
+        """Validate, check idempotence, append at the log end and, when ``flush.messages``
+        asks for it, wait for the fsync covering the records (unless ``wait_for_flush`` is
+        False: the caller then asks :meth:`needs_flush` at once and awaits
+        :meth:`flush_through`). See the module docstring for which step runs where and for
+        the order guarantee."""
         self.check_leader()
+        if self._queued_appends == 0 and not self._validate_in_worker(records):
+            # Nothing queued ahead of it: validate and write in this loop step.
+            info = self._append_checked(check_batches(records, self.log.config, from_client=True), records,
+                                        required_acks)
+        else:
+            self._queued_appends += 1
+            try:
+                async with self._append_order:
+                    if self._validate_in_worker(records):
+                        checked = await asyncio.to_thread(check_batches, records, self.log.config, from_client=True)
+                    else:
+                        checked = check_batches(records, self.log.config, from_client=True)
+                    info = self._append_checked(checked, records, required_acks)
+            finally:
+                self._queued_appends -= 1
+        if wait_for_flush and self.needs_flush(info):  # asked in the append's own loop step
+            await self.flush_through(info.last_offset + 1)
+        return info
+
+    def needs_flush(self, info: AppendInfo) -> bool:
+        """Whether an append must be fsynced before it is acknowledged: it reached
+        ``flush.messages`` (or, with ``flush.messages=1``, a duplicate's original records are
+        not fsynced yet). Ask right after the append, in the same loop step: a later append
+        or flush changes the answer."""
+        return self.log.flush_pending() or (self.log.config.flush_messages <= 1
+                                            and self.log.recovery_point <= info.last_offset)
+
+    @staticmethod
+    def _validate_in_worker(records: bytes | bytearray | memoryview) -> bool:
+        """True when validating ``records`` costs more than a hand-off to a worker thread."""
+        if len(records) > VALIDATE_INLINE_BYTES:
+            return True
+        count = 0
+        try:
+            for batch in iter_batches(records):  # headers only
+                if batch.compression != Compression.NONE:
+                    return True
+                count += batch.record_count
+        except BrokerResponseError:
+            return False  # damaged: validation answers at once
+        return count > VALIDATE_INLINE_RECORDS
+
+    def _append_checked(self, checked: CheckedBatches, records: bytes | bytearray | memoryview,
+                        required_acks: int) -> AppendInfo:
+        """The loop step of an append: leadership, min ISR, idempotence, write."""
+        self.check_loop_thread()
+        self.check_leader()  # again: leadership may have moved while the batches were validated
         min_isr = self.log.config.min_insync_replicas
         if required_acks == -1 and len(self.isr) < min_isr:
             raise NotEnoughReplicasError(
@@ -212,12 +304,32 @@ class Partition:
             duplicate = self.producer_state.check(idempotent)
             if duplicate is not None:
                 return AppendInfo(duplicate.first_offset, duplicate.last_offset, 0, 0, duplicate.timestamp, -1, 0)
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_checked_as_leader(checked, self.leader_epoch)
         if idempotent is not None:
             self.producer_state.update(idempotent, info.first_offset, info.last_offset)
         self.maybe_advance_high_watermark()
         self._wake_data_waiters()
         return info
+
+    async def flush_through(self, offset: int) -> None:
+        """Return once every record below ``offset`` (or the log end, if lower) is fsynced.
+        One fsync runs at a time, on a worker thread, and covers everything appended before it
+        started; callers arriving meanwhile wait for it and, if it did not cover them, the next."""
+        partition_log = self.log
+        while partition_log.recovery_point < min(offset, partition_log.log_end_offset):
+            if partition_log.offline_reason is not None:
+                raise LogDirOfflineError(f"{self.name} is offline: {partition_log.offline_reason}")
+            flushing = self._flushing
+            if flushing is None:
+                flushing = self._flushing = asyncio.get_running_loop().create_task(
+                    self._flush_once(), name=f"flush-{self.name}")
+            await asyncio.shield(flushing)
+
+    async def _flush_once(self) -> None:
+        try:
+            await asyncio.to_thread(self.log.flush)
+        finally:
+            self._flushing = None
 
     @staticmethod
     def _idempotent_batch(records: bytes | bytearray | memoryview) -> RecordBatch | None:
@@ -234,12 +346,15 @@ class Partition:
 
     def record_replicated(self, records: bytes | bytearray | memoryview) -> None:
         """Keep producer state current on a follower from the batches it just appended."""
+        self.check_loop_thread()
         for batch in iter_batches(records):
             if batch.producer_id >= 0:
                 self.producer_state.update(batch, batch.base_offset, batch.last_offset)
 
     def rebuild_producer_state(self) -> None:
-        """Blocking: rebuild idempotence state from the log's batch headers."""
+        """Blocking: rebuild idempotence state from the log's batch headers. The replica
+        manager runs it on a worker thread before the partition is published (no other
+        reference to it exists yet), the one exception to the event-loop-only rule."""
         self.producer_state.rebuild(self.log.batch_headers())
 
     async def wait_for_replication(self, required_offset: int, timeout: float) -> None:

@@ -13,8 +13,20 @@ overwrite each other. While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper 
 suspended or lost, or the process stalled) it serves no partition, and whatever was parked
 (acks=all waits, long-poll fetches) is answered NOT_LEADER_OR_FOLLOWER at once.
 
-Concurrency: event-loop only; blocking disk work (log creation and deletion, fsync-heavy
-appends) is sent to worker threads.
+Concurrency: event-loop only, and so is every Partition and its producer state; only blocking
+work is sent to worker threads, its result handed back to the loop: log creation and deletion,
+the producer-state rebuild of a partition not yet published, and on the request paths
+
+* produce: validation of big or compressed requests and the fsync ``flush.messages`` asks
+  for (see :mod:`kafkalite.broker.partition`, which also keeps appends in arrival order);
+  the offset assignment, idempotence check and page-cache write run on the loop. A request's
+  partitions are appended one after the other, then their fsyncs are awaited together;
+* fetch: a read that may return more than ``READ_INLINE_BYTES`` (a pread under the log's
+  lock); smaller reads, the common tail-following case, run on the loop;
+* follower append: the CRC check of a replicated chunk over ``FOLLOWER_CHECK_INLINE_BYTES``
+  and the fsync; the write, truncation and producer-state update run on the loop. A chunk
+  whose partition moved (role, leader, epoch or log end) while it was checked is dropped and
+  fetched again.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import logging
 from collections.abc import Callable
 
 from kafkalite import protocol
+from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.partition import Partition, Role
 from kafkalite.config import BrokerConfig
@@ -45,13 +58,18 @@ from kafkalite.errors import (
     ZNodeVersionConflictError,
 )
 from kafkalite.protocol import FetchRequest, FetchResult, ProduceRequest, ProduceResult
-from kafkalite.storage.log import PartitionLog
+from kafkalite.storage.log import AppendInfo, PartitionLog
 from kafkalite.storage.manager import LogManager
+from kafkalite.storage.validation import check_batches
 
 log = logging.getLogger(__name__)
 
 TOPIC_ID_FILE = "partition.metadata"
-_NEVER_FLUSH = (1 << 63) - 1
+# Reads that may return more than this are done on a worker thread (a page-cache pread of this
+# size takes about as long as the hand-off to a thread).
+READ_INLINE_BYTES = 256 * 1024
+# Replicated chunks above this size are CRC-checked on a worker thread.
+FOLLOWER_CHECK_INLINE_BYTES = 1024 * 1024
 
 
 def _release(waiter: asyncio.Future[None]) -> None:
@@ -73,8 +91,6 @@ class ReplicaManager:
 
     def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: MetadataCache,
                  zookeeper: Coordinator, clock: Callable[[], int]) -> None:
-        from kafkalite.broker.fetcher import FetcherManager
-
         self.config = config
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -290,18 +306,17 @@ class ReplicaManager:
             raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {request.acks}")
         results: list[ProduceResult] = []
         waits: list[tuple[int, Partition, int]] = []
+        flushes: list[tuple[int, Partition, AppendInfo]] = []
         for item in request.partitions:
             try:
                 if item.topic in INTERNAL_TOPICS and not allow_internal:
                     raise InvalidTopicError(f"clients may not write to the internal topic {item.topic}")
                 partition = self._partition_for(item.topic, item.partition)
-                if partition.log.config.flush_messages != _NEVER_FLUSH:
-                    partition.check_leader()
-                    info = await asyncio.to_thread(partition.append_as_leader, item.records, request.acks)
-                else:
-                    info = partition.append_as_leader(item.records, request.acks)
+                info = await partition.append_as_leader(item.records, request.acks, wait_for_flush=False)
                 results.append(ProduceResult(item.topic, item.partition, 0, info.first_offset, info.log_append_time,
                                              partition.log.log_start_offset))
+                if partition.needs_flush(info):
+                    flushes.append((len(results) - 1, partition, info))
                 if request.acks == -1:
                     waits.append((len(results) - 1, partition, info.last_offset + 1))
             except Exception as exc:  # every failure becomes a per-partition error code
@@ -309,8 +324,29 @@ class ReplicaManager:
                 if code == UnknownServerError.errno:
                     log.exception("produce to %s-%d failed", item.topic, item.partition)
                 results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
+        if flushes:  # the fsyncs flush.messages asks for, every partition's at once
+            flushed: list[BaseException | None]
+            if len(flushes) == 1:
+                _, partition, info = flushes[0]
+                try:
+                    await partition.flush_through(info.last_offset + 1)
+                    flushed = [None]
+                except Exception as exc:  # reported per partition below
+                    flushed = [exc]
+            else:
+                flushed = await asyncio.gather(*(partition.flush_through(info.last_offset + 1)
+                                                 for _, partition, info in flushes),
+                                               return_exceptions=True)
+            failed = set()
+            for (index, _partition, _info), outcome in zip(flushes, flushed):
+                if isinstance(outcome, BaseException):
+                    code, message = _error_code(outcome)
+                    previous = results[index]
+                    results[index] = ProduceResult(previous.topic, previous.partition, code, -1, -1, -1, message)
+                    failed.add(index)
+            waits = [wait for wait in waits if wait[0] not in failed]
         if waits and self.fenced_reason is not None:
-            # Fenced while an append ran in a worker thread: nothing will complete the waits.
+            # Fenced while an append waited for a worker thread: nothing will complete the waits.
             error = NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {self.fenced_reason}")
             for index, _partition, _required in waits:
                 previous = results[index]
@@ -345,7 +381,7 @@ class ReplicaManager:
         deadline = loop.time() + request.max_wait_ms / 1000
         is_follower = request.replica_id >= 0
         while True:
-            results, total, idle = self._read_once(request, is_follower)
+            results, total, idle = await self._read_once(request, is_follower)
             remaining = deadline - loop.time()
             if total >= request.min_bytes or remaining <= 0 or not idle or request.max_wait_ms == 0 \
                     or any(result.error_code or result.diverging_epoch >= 0 for result in results):
@@ -365,7 +401,7 @@ class ReplicaManager:
                 if not waiter.done():
                     waiter.cancel()
 
-    def _read_once(self, request: FetchRequest,
+    async def _read_once(self, request: FetchRequest,
                    is_follower: bool) -> tuple[list[FetchResult], int, list[Partition]]:
         """One pass over the request's partitions: results, bytes read, and the partitions
         that had nothing to give (a long poll waits on those)."""
@@ -377,7 +413,7 @@ class ReplicaManager:
             try:
                 partition = self._partition_for(item.topic, item.partition)
                 partition.check_leader(item.current_leader_epoch)
-                result = self._read_partition(partition, item, request, is_follower, budget, total == 0)
+                result = await self._read_partition(partition, item, request, is_follower, budget, total == 0)
             except Exception as exc:
                 code, message = _error_code(exc)
                 if code == UnknownServerError.errno:
@@ -398,7 +434,7 @@ class ReplicaManager:
                 idle.append(partition)
         return results, total, idle
 
-    def _read_partition(self, partition: Partition, item: protocol.FetchPartition, request: FetchRequest,
+    async def _read_partition(self, partition: Partition, item: protocol.FetchPartition, request: FetchRequest,
                         is_follower: bool, budget: int, first: bool) -> FetchResult:
         partition_log = partition.log
         if is_follower:
@@ -420,7 +456,11 @@ class ReplicaManager:
         else:  # a consumer reads below the high watermark; Kafka's debugging consumer to the log end
             max_offset = None if request.replica_id == protocol.DEBUGGING_REPLICA_ID else partition.high_watermark
         limit = min(item.partition_max_bytes, budget) if not first else item.partition_max_bytes
-        data = partition_log.read(item.fetch_offset, limit, max_offset=max_offset, min_one_batch=first)
+        if min(limit, partition_log.bytes_after(item.fetch_offset)) > READ_INLINE_BYTES:
+            data = await asyncio.to_thread(partition_log.read, item.fetch_offset, limit, max_offset=max_offset,
+                                           min_one_batch=first)
+        else:
+            data = partition_log.read(item.fetch_offset, limit, max_offset=max_offset, min_one_batch=first)
         return FetchResult(item.topic, item.partition, 0, data.high_watermark, data.high_watermark,
                            data.log_start_offset, data.records, leader_id=partition.leader_id,
                            leader_epoch=partition.leader_epoch)
@@ -535,9 +575,12 @@ class ReplicaManager:
             await self._apply(info)
 
     # -- follower side ------------------------------------------------------------------------
-    def apply_fetched(self, partition: Partition, result: FetchResult) -> int:
-        """Append replicated batches and adopt the leader's high watermark; returns bytes."""
+    async def apply_fetched(self, partition: Partition, result: FetchResult) -> int:
+        """Append replicated batches and adopt the leader's high watermark; returns bytes
+        (0 when the chunk was dropped). Returns once the batches are fsynced when
+        ``flush.messages`` asks for it, so the next fetch reports them to the leader only then."""
         partition_log = partition.log
+        partition.check_loop_thread()
         if result.diverging_epoch >= 0:
             epoch, own_end = partition_log.epoch_cache.end_offset_for(result.diverging_epoch,
                                                                      partition_log.log_end_offset)
@@ -551,11 +594,22 @@ class ReplicaManager:
         size = len(result.records)
         if size:
             try:
-                partition_log.append_as_follower(result.records)
+                if size > FOLLOWER_CHECK_INLINE_BYTES:
+                    before = (partition.role, partition.leader_id, partition.leader_epoch, partition_log.log_end_offset)
+                    checked = await asyncio.to_thread(check_batches, result.records, partition_log.config,
+                                                      from_client=False)
+                    if before != (partition.role, partition.leader_id, partition.leader_epoch,
+                                  partition_log.log_end_offset):
+                        return 0  # the partition moved meanwhile: the next fetch starts from where it is
+                else:
+                    checked = check_batches(result.records, partition_log.config, from_client=False)
+                partition_log.append_checked_as_follower(checked)
                 partition.record_replicated(result.records)
             except CorruptRecordError as exc:
                 log.warning("%s: rejected replicated data: %s", partition.name, exc)
                 return 0
+            if partition_log.flush_pending():
+                await partition.flush_through(partition_log.log_end_offset)
         partition_log.update_high_watermark(min(result.high_watermark, partition_log.log_end_offset))
         partition.notify_data()
         return size

@@ -43,7 +43,8 @@ from kafkalite.broker.services import (
 )
 from kafkalite.config import BrokerConfig, load_properties
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import SessionState, ZooKeeperClient
+from kafkalite.coord.coordinator import Coordinator, SessionState
+from kafkalite.coord.zk import ZooKeeperClient
 from kafkalite.errors import (
     ConfigError,
     KafkaliteError,
@@ -65,14 +66,17 @@ def wall_clock_ms() -> int:
 class Broker:
     """One broker process's parts and lifecycle. See the module docstring."""
 
-    def __init__(self, config: BrokerConfig, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], int] = wall_clock_ms,
+                 coordinator: Coordinator | None = None) -> None:
+        """``coordinator`` replaces the ZooKeeper client built from ``config`` (tests pass the
+        in-memory twin); the broker starts and stops it either way."""
         self.config = config
         self.clock = clock
         self.log_manager = LogManager([Path(directory) for directory in config.log_dirs], config.log,
                                       topic_configs=self._topic_configs, clock=clock)
-        self.zookeeper = ZooKeeperClient(config.zookeeper_connect,
-                                         session_timeout=config.zookeeper_session_timeout_ms / 1000,
-                                         connect_timeout=config.zookeeper_connection_timeout_ms / 1000)
+        self.zookeeper: Coordinator = coordinator if coordinator is not None else ZooKeeperClient(
+            config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000,
+            connect_timeout=config.zookeeper_connection_timeout_ms / 1000)
         self.metadata = MetadataCache(self.zookeeper, config.broker_id)
         self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock)
         self.controller = Controller(config, self.zookeeper, self.metadata, self._topic_configs, clock)

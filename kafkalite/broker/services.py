@@ -38,7 +38,7 @@ from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.zk import ZooKeeperClient
+from kafkalite.coord.coordinator import Coordinator
 from kafkalite.errors import (
     BrokerResponseError,
     InvalidRequestError,
@@ -250,7 +250,7 @@ class MetadataService:
 class ControllerService:
     """Calls that concern the controller, and the broker-epoch check of calls only brokers make."""
 
-    def __init__(self, config: BrokerConfig, zookeeper: ZooKeeperClient, metadata: MetadataCache,
+    def __init__(self, config: BrokerConfig, zookeeper: Coordinator, metadata: MetadataCache,
                  controller: Controller, transport: AsyncTransport) -> None:
         self.config = config
         self.zookeeper = zookeeper

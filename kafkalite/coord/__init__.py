@@ -5,8 +5,10 @@
 * :mod:`.zk` — :class:`ZooKeeperClient`, the implementation on a real ZooKeeper and the only
   module of kafkalite that imports kazoo;
 * :mod:`.memory` — :class:`InMemoryZooKeeper` and :class:`InMemoryCoordinator`, the in-memory
-  twin for unit tests;
-* :mod:`.znodes` — the znode paths and their JSON payloads (pure).
+  twin for unit tests (its server side in :mod:`.memory_tree`);
+* :mod:`.watch` — :class:`Watch` and the dispatcher that runs callbacks on the loop;
+* :mod:`.znodes` — the znode paths and their payload types (pure), on the JSON codec of
+  :mod:`.znode_json`.
 
 Importing this package does not import kazoo: ``ZooKeeperClient`` is loaded lazily, on first
 use, where a ZooKeeper session is actually needed.

@@ -32,6 +32,9 @@ Nothing here sleeps or reads real time: requests yield to the loop once (so a ca
 loops on requests never starves it) and apply at once; notifications travel by
 ``loop.call_soon``. The time stamps in stats come from ``clock``.
 
+The tree itself (nodes, zxids, sessions, one-shot watches) is in :mod:`.memory_tree`; this
+module adds the clients and the watch recipes.
+
 Concurrency: one event loop. An ensemble may serve any number of clients on that loop; every
 method is called on the loop thread.
 """
@@ -40,10 +43,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import posixpath
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkalite.coord.coordinator import (
@@ -57,11 +58,16 @@ from kafkalite.coord.coordinator import (
     TransactionResult,
     ZNodeStat,
     as_bytes,
-    node_exists_error,
     node_missing_error,
-    not_empty_error,
     transaction_operation_where,
-    version_conflict_error,
+)
+from kafkalite.coord.memory_tree import (
+    TreeSession,
+    ZNodeTree,
+    join_path,
+    parent_of,
+    validate_path,
+    wall_clock_ms,
 )
 from kafkalite.coord.watch import SerialDispatcher, Watch
 from kafkalite.errors import CoordinationError, IllegalStateError, KafkaliteError
@@ -73,32 +79,9 @@ logger = logging.getLogger(__name__)
 
 _Result = TypeVar("_Result")
 
-#: Request names :meth:`InMemoryCoordinator.fail_next_request` matches.
+#: Request names :meth:`InMemoryCoordinator.fail_next_request` matches ("start" only when named).
 OPERATIONS = frozenset({"get", "get_children", "exists", "create", "set", "delete", "ensure_path",
-                        "transaction", "watch_data", "watch_children"})
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _validate_path(path: str) -> None:
-    if not isinstance(path, str):
-        raise TypeError(f"znode path must be a str, got {type(path).__name__}")
-    if path == "/":
-        return
-    if not path.startswith("/") or path.endswith("/") or "//" in path:
-        raise ValueError(f"invalid znode path {path!r}")
-    if any(part in (".", "..") for part in path.split("/")):
-        raise ValueError(f"invalid znode path {path!r} ('.' and '..' are not allowed)")
-
-
-def _parent(path: str) -> str:
-    return posixpath.dirname(path) or "/"
-
-
-def _join(parent: str, name: str) -> str:
-    return f"/{name}" if parent == "/" else f"{parent}/{name}"
+                        "transaction", "watch_data", "watch_children", "start"})
 
 
 class _Recipe:
@@ -192,37 +175,6 @@ class _ChildrenRecipe(_Recipe):
         return True
 
 
-@dataclass(eq=False)
-class _Node:
-    data: bytes
-    czxid: int
-    ctime_ms: int
-    ephemeral_owner: int = 0
-    version: int = 0
-    cversion: int = 0
-    mzxid: int = 0
-    pzxid: int = 0
-    mtime_ms: int = 0
-    creations: int = 0  # children ever created: the next sequential child's number
-    children: set[str] = field(default_factory=set)
-
-    def stat(self) -> ZNodeStat:
-        return ZNodeStat(version=self.version, czxid=self.czxid, mzxid=self.mzxid,
-                         ephemeral_owner=self.ephemeral_owner, cversion=self.cversion,
-                         num_children=len(self.children), data_length=len(self.data),
-                         ctime_ms=self.ctime_ms, mtime_ms=self.mtime_ms, pzxid=self.pzxid)
-
-
-@dataclass(eq=False)
-class _Session:
-    session_id: int
-    client: InMemoryCoordinator
-    ephemerals: set[str] = field(default_factory=set)
-    data_watches: dict[str, set[_Recipe]] = field(default_factory=dict)
-    child_watches: dict[str, set[_Recipe]] = field(default_factory=dict)
-    closed: bool = False
-
-
 @dataclass(frozen=True)
 class _InjectedFailure:
     operation: str | None
@@ -230,253 +182,17 @@ class _InjectedFailure:
     applied: bool
 
 
-class InMemoryZooKeeper:
+class InMemoryZooKeeper(ZNodeTree):
     """The ensemble of the twin: znode tree, zxid counter and sessions (see the module docstring).
 
-    ``clock`` gives the ctime/mtime of znodes in epoch milliseconds (default: wall clock).
+    ``clock`` gives the ctime/mtime of znodes in epoch milliseconds (default: wall clock). The
+    inspection and test controls (``read``, ``children``, ``paths``, ``zxid``, ``session_ids``,
+    ``expire_session``, ``busy``, ``settle``) come from :class:`ZNodeTree`.
     """
-
-    def __init__(self, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        self._clock = clock
-        self._zxid = 0
-        self._nodes: dict[str, _Node] = {"/": _Node(b"", czxid=0, ctime_ms=0)}
-        self._sessions: dict[int, _Session] = {}
-        self._next_session = 0x0100_0000_0000_0000
-        self._clients: list[InMemoryCoordinator] = []
-
-    # --- clients and test controls ------------------------------------------------------------
 
     def client(self, *, session_timeout: float = 18.0) -> InMemoryCoordinator:
         """A new (not yet started) client of this ensemble."""
         return InMemoryCoordinator(self, session_timeout=session_timeout)
-
-    @property
-    def zxid(self) -> int:
-        """The zxid of the last committed write."""
-        return self._zxid
-
-    @property
-    def session_ids(self) -> list[int]:
-        """The ids of the open sessions, oldest first."""
-        return list(self._sessions)
-
-    def expire_session(self, session_id: int) -> None:
-        """Expire a session now (its ephemerals go at once); its client sees LOST, then CONNECTED
-        on a new session (at once if connected, else when it reconnects)."""
-        session = self._sessions.get(session_id)
-        if session is None:
-            raise IllegalStateError(f"no open session {session_id:#x}")
-        session.client._on_session_expired(session)
-
-    def read(self, path: str) -> tuple[bytes, ZNodeStat] | None:
-        """(data, stat) of ``path`` as the ensemble has it, or None (no request, no watch)."""
-        node = self._nodes.get(path)
-        return (node.data, node.stat()) if node is not None else None
-
-    def children(self, path: str) -> list[str] | None:
-        """The sorted child names of ``path``, or None when it does not exist."""
-        node = self._nodes.get(path)
-        return sorted(node.children) if node is not None else None
-
-    def paths(self) -> list[str]:
-        """Every znode path, sorted (the root included)."""
-        return sorted(self._nodes)
-
-    def busy(self) -> bool:
-        """True while a notification or a callback of any client is still pending."""
-        return any(client._busy() for client in self._clients)
-
-    async def settle(self, *, max_rounds: int = 10_000) -> None:
-        """Let the loop run until no notification or callback of any client is pending.
-
-        Raises IllegalStateError when callbacks are still busy after ``max_rounds`` loop
-        iterations (a callback waiting for something that never comes).
-        """
-        for _ in range(max_rounds):
-            if not self.busy():
-                await asyncio.sleep(0)
-                if not self.busy():
-                    return
-            await asyncio.sleep(0)
-        raise IllegalStateError(f"the in-memory ZooKeeper did not settle within {max_rounds} loop iterations")
-
-    # --- sessions (called by clients) ---------------------------------------------------------
-
-    def _open_session(self, client: InMemoryCoordinator) -> _Session:
-        self._next_session += 1
-        session = _Session(self._next_session, client)
-        self._sessions[session.session_id] = session
-        if client not in self._clients:
-            self._clients.append(client)
-        return session
-
-    def _close_session(self, session: _Session) -> None:
-        """Close or expire ``session``: drop its watches, then delete its ephemerals (one zxid)."""
-        if session.closed:
-            return
-        session.closed = True
-        self._sessions.pop(session.session_id, None)
-        session.data_watches.clear()
-        session.child_watches.clear()
-        if not session.ephemerals:
-            return
-        zxid = self._zxid + 1
-        fired: list[tuple[str, str]] = []
-        for path in sorted(session.ephemerals, reverse=True):
-            node = self._nodes.get(path)
-            if node is None:
-                continue
-            del self._nodes[path]
-            parent = self._nodes[_parent(path)]
-            parent.children.discard(posixpath.basename(path))
-            parent.cversion += 1
-            parent.pzxid = zxid
-            fired += [("data", path), ("children", path), ("children", _parent(path))]
-        session.ephemerals.clear()
-        self._zxid = zxid
-        self._fire(fired)
-
-    # --- reads ----------------------------------------------------------------------------------
-
-    def _read_and_arm(self, session: _Session, path: str, recipe: _Recipe, *, children: bool) -> _Node | None:
-        """The node at ``path`` (None when absent), arming a one-shot watch for ``recipe``.
-
-        A data watch is armed whether or not the znode exists (get or exists); a child watch
-        only when it exists (get_children fails on a missing znode).
-        """
-        node = self._nodes.get(path)
-        if children:
-            if node is not None:
-                session.child_watches.setdefault(path, set()).add(recipe)
-        else:
-            session.data_watches.setdefault(path, set()).add(recipe)
-        return node
-
-    def _get(self, path: str, where: str) -> _Node:
-        node = self._nodes.get(path)
-        if node is None:
-            raise node_missing_error(where)
-        return node
-
-    # --- writes -----------------------------------------------------------------------------------
-
-    def _apply(self, session: _Session, operations: Sequence[TransactionOperation],
-               where: Callable[[int, TransactionOperation], str]) -> list[TransactionResult]:
-        """Apply ``operations`` as one transaction (one zxid): all of them, or none.
-
-        The first failing operation's error is raised (its message from ``where``); nothing is
-        changed and no watch fires then.
-        """
-        zxid = self._zxid + 1
-        now = self._clock()
-        undo: list[Callable[[], None]] = []
-        fired: list[tuple[str, str]] = []
-        results: list[TransactionResult] = []
-        try:
-            for index, operation in enumerate(operations):
-                _validate_path(operation.path)
-                results.append(self._apply_one(session, operation, where(index, operation), zxid, now,
-                                               undo, fired))
-        except BaseException:
-            for action in reversed(undo):
-                action()
-            raise
-        self._zxid = zxid
-        self._fire(fired)
-        return results
-
-    def _apply_one(self, session: _Session, operation: TransactionOperation, where: str, zxid: int, now: int,
-                   undo: list[Callable[[], None]], fired: list[tuple[str, str]]) -> TransactionResult:
-        path = operation.path
-        if operation.kind == "create":
-            if path == "/":
-                raise node_exists_error(where)
-            parent_path = _parent(path)
-            directory = self._nodes.get(parent_path)
-            if directory is None:
-                raise node_missing_error(where)
-            if directory.ephemeral_owner:
-                raise CoordinationError(f"{where}: NoChildrenForEphemeralsError: ephemeral znodes have no children")
-            name = f"{path}{directory.creations:010d}" if operation.sequence else path
-            if name in self._nodes:
-                raise node_exists_error(where)
-            creator = session.session_id if operation.ephemeral else 0
-            created = _Node(operation.data, czxid=zxid, ctime_ms=now, ephemeral_owner=creator, mzxid=zxid,
-                            pzxid=zxid, mtime_ms=now)
-            self._nodes[name] = created
-            base = posixpath.basename(name)
-            directory.children.add(base)
-            previous_cversion, previous_pzxid = directory.cversion, directory.pzxid
-            directory.cversion += 1
-            directory.creations += 1
-            directory.pzxid = zxid
-            if creator:
-                session.ephemerals.add(name)
-
-            def undo_create() -> None:
-                del self._nodes[name]
-                directory.children.discard(base)
-                directory.cversion, directory.pzxid = previous_cversion, previous_pzxid
-                directory.creations -= 1
-                session.ephemerals.discard(name)
-
-            undo.append(undo_create)
-            fired += [("data", name), ("children", parent_path)]
-            return name
-        node = self._nodes.get(path)
-        if node is None:
-            raise node_missing_error(where)
-        if operation.version != ANY_VERSION and operation.version != node.version:
-            raise version_conflict_error(where)
-        if operation.kind == "check":
-            return True
-        if operation.kind == "set_data":
-            previous = (node.data, node.version, node.mzxid, node.mtime_ms)
-            node.data, node.version, node.mzxid, node.mtime_ms = operation.data, node.version + 1, zxid, now
-
-            def undo_set() -> None:
-                node.data, node.version, node.mzxid, node.mtime_ms = previous
-
-            undo.append(undo_set)
-            fired.append(("data", path))
-            return node.stat()
-        if operation.kind != "delete":
-            raise ValueError(f"unknown transaction operation {operation.kind!r}")
-        if path == "/":
-            raise CoordinationError(f"{where}: BadArgumentsError: the root cannot be deleted")
-        if node.children:
-            raise not_empty_error(where)
-        parent_path = _parent(path)
-        parent = self._nodes[parent_path]
-        del self._nodes[path]
-        base = posixpath.basename(path)
-        parent.children.discard(base)
-        previous_cversion, previous_pzxid = parent.cversion, parent.pzxid
-        parent.cversion += 1
-        parent.pzxid = zxid
-        owner = self._sessions.get(node.ephemeral_owner) if node.ephemeral_owner else None
-        if owner is not None:
-            owner.ephemerals.discard(path)
-
-        def undo_delete() -> None:
-            self._nodes[path] = node
-            parent.children.add(base)
-            parent.cversion, parent.pzxid = previous_cversion, previous_pzxid
-            if owner is not None:
-                owner.ephemerals.add(path)
-
-        undo.append(undo_delete)
-        fired += [("data", path), ("children", path), ("children", parent_path)]
-        return True
-
-    def _fire(self, fired: list[tuple[str, str]]) -> None:
-        """Trigger (and disarm) the one-shot watches of every session, in event order."""
-        for kind, path in fired:
-            for session in list(self._sessions.values()):
-                registry = session.data_watches if kind == "data" else session.child_watches
-                recipes = registry.pop(path, None)
-                for recipe in recipes or ():
-                    session.client._notify(recipe)
 
 
 class InMemoryCoordinator:
@@ -492,7 +208,7 @@ class InMemoryCoordinator:
         self._ensemble = ensemble
         self._session_timeout = float(session_timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: _Session | None = None
+        self._session: TreeSession | None = None
         self._connected = False
         self._expired_while_disconnected = False
         self._state = SessionState.LOST
@@ -543,6 +259,10 @@ class InMemoryCoordinator:
         self._used = True
         self._loop = asyncio.get_running_loop()
         await asyncio.sleep(0)
+        failure = next((failure for failure in self._failures if failure.operation == "start"), None)
+        if failure is not None:  # like a ZooKeeper that cannot be reached: no session, no restart
+            self._failures.remove(failure)
+            raise failure.error
         self._session = self._ensemble._open_session(self)
         self._started = True
         self._connected = True
@@ -612,7 +332,8 @@ class InMemoryCoordinator:
         """Make the next request named ``operation`` (any request when None) fail with ``error``
         (default: a retriable CoordinationError, as when the connection drops). With ``applied``
         the request takes effect before it fails (a write whose answer was lost). Calls queue up
-        in order."""
+        in order. ``"start"`` makes the next :meth:`start` fail (it opens no session, and the
+        client cannot be started again, like a ZooKeeperClient whose start failed)."""
         if operation is not None and operation not in OPERATIONS:
             raise ValueError(f"unknown operation {operation!r} (one of {sorted(OPERATIONS)})")
         failure = error if error is not None else CoordinationError(
@@ -621,13 +342,13 @@ class InMemoryCoordinator:
 
     # --- plumbing -------------------------------------------------------------------------------
 
-    def _require_session(self, what: str) -> _Session:
+    def _require_session(self, what: str) -> TreeSession:
         session = self._session
         if not self.started or session is None:
             raise IllegalStateError(f"{what}: the coordinator has no open session")
         return session
 
-    def _connected_session(self) -> _Session | None:
+    def _connected_session(self) -> TreeSession | None:
         session = self._session
         if self._stopping or not self._connected or session is None or session.closed:
             return None
@@ -655,11 +376,11 @@ class InMemoryCoordinator:
         return (self._scheduled > 0 or any(recipe.watch.busy for recipe in self._recipes)
                 or any(dispatcher.busy for dispatcher in self._listeners.values()))
 
-    def _notify(self, recipe: _Recipe) -> None:
-        """(ensemble) A one-shot watch of ``recipe`` fired. Lost while disconnected: the recipe
-        re-reads on reconnect anyway."""
-        if self._connected_session() is not None:
-            self._schedule(self._run_trigger, recipe)
+    def _notify(self, watcher: Hashable) -> None:
+        """(tree) A one-shot watch armed by one of our recipes fired. Lost while disconnected:
+        the recipe re-reads on reconnect anyway."""
+        if isinstance(watcher, _Recipe) and self._connected_session() is not None:
+            self._schedule(self._run_trigger, watcher)
 
     def _run_trigger(self, recipe: _Recipe) -> None:
         if recipe not in self._recipes:
@@ -669,7 +390,7 @@ class InMemoryCoordinator:
         if not recipe.live:
             self._recipes.discard(recipe)
 
-    def _on_session_expired(self, session: _Session) -> None:
+    def _on_session_expired(self, session: TreeSession) -> None:
         self._ensemble._close_session(session)
         if self._connected:
             self._schedule(self._deliver_state, SessionState.LOST)
@@ -698,17 +419,19 @@ class InMemoryCoordinator:
         for dispatcher in list(self._listeners.values()):
             dispatcher.push((state,))
 
-    async def _perform(self, operation: str, path: str | None, action: Callable[[_Session, str], _Result]) -> _Result:
+    async def _perform(self, operation: str, path: str | None,
+                       action: Callable[[TreeSession, str], _Result]) -> _Result:
         """Run one request: yield to the loop once, then apply ``action`` at once."""
         self._require_started()
         if path is not None:
-            _validate_path(path)
+            validate_path(path)
         await asyncio.sleep(0)
         where = f"{operation} {path}" if path else operation
         if self._stopping:
             raise CoordinationError(f"{where}: ConnectionClosedError: the coordinator stopped")
         failure = next((failure for failure in self._failures
-                        if failure.operation is None or failure.operation == operation), None)
+                        if (failure.operation is None and operation != "start") or failure.operation == operation),
+                       None)
         if failure is not None:
             self._failures.remove(failure)
             if not failure.applied:
@@ -723,14 +446,14 @@ class InMemoryCoordinator:
             raise failure.error
         return result
 
-    def _write(self, session: _Session, where: str, *operations: TransactionOperation) -> list[TransactionResult]:
+    def _write(self, session: TreeSession, where: str, *operations: TransactionOperation) -> list[TransactionResult]:
         return self._ensemble._apply(session, operations, lambda index, operation: where)
 
     # --- data operations ------------------------------------------------------------------------
 
     async def get(self, path: str) -> tuple[bytes, ZNodeStat]:
         """The data and stat of ``path`` (ZNodeMissingError when absent)."""
-        def action(session: _Session, where: str) -> tuple[bytes, ZNodeStat]:
+        def action(session: TreeSession, where: str) -> tuple[bytes, ZNodeStat]:
             node = self._ensemble._get(path, where)
             return node.data, node.stat()
         return await self._perform("get", path, action)
@@ -742,7 +465,7 @@ class InMemoryCoordinator:
 
     async def exists(self, path: str) -> ZNodeStat | None:
         """The stat of ``path``, or None when it does not exist."""
-        def action(session: _Session, where: str) -> ZNodeStat | None:
+        def action(session: TreeSession, where: str) -> ZNodeStat | None:
             node = self._ensemble._nodes.get(path)
             return node.stat() if node is not None else None
         return await self._perform("exists", path, action)
@@ -752,9 +475,9 @@ class InMemoryCoordinator:
         """Create ``path`` and return the created path (with its sequence suffix, if any)."""
         payload = as_bytes(data)
 
-        def action(session: _Session, where: str) -> str:
+        def action(session: TreeSession, where: str) -> str:
             if makepath:
-                self._ensure(session, _parent(path), where)
+                self._ensure(session, parent_of(path), where)
             result = self._write(session, where, TransactionOperation(
                 "create", path, data=payload, ephemeral=ephemeral, sequence=sequence))
             return str(result[0])
@@ -764,7 +487,7 @@ class InMemoryCoordinator:
         """Replace the data of ``path``; with ``version`` >= 0 only if it still has that version."""
         payload = as_bytes(data)
 
-        def action(session: _Session, where: str) -> ZNodeStat:
+        def action(session: TreeSession, where: str) -> ZNodeStat:
             result = self._write(session, where, TransactionOperation("set_data", path, data=payload,
                                                                       version=version))
             assert isinstance(result[0], ZNodeStat)
@@ -773,7 +496,7 @@ class InMemoryCoordinator:
 
     async def delete(self, path: str, version: int = ANY_VERSION, *, recursive: bool = False) -> None:
         """Delete ``path`` (conditioned on ``version`` unless -1; children first if ``recursive``)."""
-        def action(session: _Session, where: str) -> None:
+        def action(session: TreeSession, where: str) -> None:
             if recursive and path in self._ensemble._nodes:
                 for child in self._descendants(path):
                     self._write(session, f"delete {child}", TransactionOperation("delete", child))
@@ -784,17 +507,17 @@ class InMemoryCoordinator:
         """Every znode below ``path``, deepest first."""
         found: list[str] = []
         for child in sorted(self._ensemble._nodes[path].children):
-            child_path = _join(path, child)
+            child_path = join_path(path, child)
             found += self._descendants(child_path)
             found.append(child_path)
         return found
 
-    def _ensure(self, session: _Session, path: str, where: str) -> None:
+    def _ensure(self, session: TreeSession, path: str, where: str) -> None:
         missing: list[str] = []
         current = path
         while current not in self._ensemble._nodes:
             missing.append(current)
-            current = _parent(current)
+            current = parent_of(current)
         for component in reversed(missing):
             self._write(session, where, TransactionOperation("create", component))
 
@@ -832,7 +555,7 @@ class InMemoryCoordinator:
         assert loop is not None
         kind = "data" if recipe_type is _DataRecipe else "children"
 
-        def action(session: _Session, where: str) -> Watch:
+        def action(session: TreeSession, where: str) -> Watch:
             dispatcher = SerialDispatcher(loop, callback, f"{kind} watch on {path}")
             watch = Watch(kind, path, dispatcher)
             recipe = recipe_type(self, path, watch, dispatcher)

@@ -5,17 +5,8 @@ for who writes and who watches each node). It is pure: no kazoo, no I/O, no cloc
 a caller asks for "now". Every path below is relative to the cluster's chroot (for example
 ``localhost:2181/kafkalite``); the ZooKeeper client applies the chroot.
 
-Payload rules
--------------
-* Every payload is a JSON object, UTF-8, compact, with an integer ``"version"`` field holding
-  the *kafkalite* schema version of that payload (not Kafka's).
-* Evolution is additive: a newer version may only add fields. Readers therefore accept any
-  version >= 1 and ignore fields they do not know; a breaking change needs a new path.
-* Numbers are written as JSON integers. Where Kafka writes decimal strings (timestamps,
-  producer id blocks) readers accept those strings too.
-* ``to_bytes()`` serialises; ``from_bytes(data, path)`` parses and validates and raises
-  :class:`~kafkalite.errors.CoordinationError` naming the path and what was wrong. Constructing
-  a payload with bad values raises :class:`ValueError` (or :class:`TypeError`).
+The JSON rules every payload follows (versions, evolution, errors) are in
+:mod:`kafkalite.coord.znode_json`, which also holds the payload base class.
 
 Thread-safety: the module is immutable after import; payload objects are frozen dataclasses.
 Their list and dict fields are normalised copies and must be treated as read-only.
@@ -23,15 +14,23 @@ Their list and dict fields are normalised copies and must be treated as read-onl
 
 from __future__ import annotations
 
-import json
-import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from kafkalite import topics
-from kafkalite.errors import InvalidTopicError, ZNodeDataError
+from kafkalite.coord.znode_json import (
+    Fields,
+    ZNodePayload,
+    distinct_ids,
+    integer_list,
+    is_int,
+    non_negative,
+    now_ms,
+    validate_broker_id,
+    validate_partition,
+)
+from kafkalite.errors import ZNodeDataError
 
 # --- paths ------------------------------------------------------------------------------------
 
@@ -88,21 +87,9 @@ def validate_topic_name(topic: str) -> str:
     return topics.validate_topic_name(topic)
 
 
-def _validate_broker_id(broker_id: int) -> int:
-    if not _is_int(broker_id) or broker_id < 0:
-        raise ValueError(f"broker id must be a non-negative integer, got {broker_id!r}")
-    return broker_id
-
-
-def _validate_partition(partition: int) -> int:
-    if not _is_int(partition) or partition < 0:
-        raise ValueError(f"partition must be a non-negative integer, got {partition!r}")
-    return partition
-
-
 def broker_path(broker_id: int) -> str:
     """``/brokers/ids/<id>``: the broker's ephemeral registration."""
-    return f"{BROKER_IDS_PATH}/{_validate_broker_id(broker_id)}"
+    return f"{BROKER_IDS_PATH}/{validate_broker_id(broker_id)}"
 
 
 def topic_path(topic: str) -> str:
@@ -117,7 +104,7 @@ def topic_partitions_path(topic: str) -> str:
 
 def partition_path(topic: str, partition: int) -> str:
     """``/brokers/topics/<t>/partitions/<p>``: parent of the partition's ``state`` znode."""
-    return f"{topic_partitions_path(topic)}/{_validate_partition(partition)}"
+    return f"{topic_partitions_path(topic)}/{validate_partition(partition)}"
 
 
 def partition_state_path(topic: str, partition: int) -> str:
@@ -137,7 +124,7 @@ def topic_config_path(topic: str) -> str:
 
 def broker_config_path(broker_id: int | None) -> str:
     """``/config/brokers/<id>``, or ``/config/brokers/<default>`` when ``broker_id`` is None."""
-    name = DEFAULT_BROKER_ENTITY if broker_id is None else str(_validate_broker_id(broker_id))
+    name = DEFAULT_BROKER_ENTITY if broker_id is None else str(validate_broker_id(broker_id))
     return f"{CONFIG_BROKERS_PATH}/{name}"
 
 
@@ -180,11 +167,6 @@ def broker_id_from_child(child_name: str) -> int:
     return int(child_name)
 
 
-def now_ms() -> int:
-    """Wall-clock milliseconds, the unit of every timestamp in the znode tree."""
-    return time.time_ns() // 1_000_000
-
-
 def _validate_entity(entity_type: str, entity_name: str) -> str:
     if entity_type == "topics":
         validate_topic_name(entity_name)
@@ -197,163 +179,6 @@ def _validate_entity(entity_type: str, entity_name: str) -> str:
         raise ValueError(f"unknown config entity type {entity_type!r} (expected one of "
                          f"{', '.join(CONFIG_ENTITY_TYPES)})")
     return f"{entity_type}/{entity_name}"
-
-
-# --- JSON helpers -----------------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
-
-
-def _dump(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-class _Fields:
-    """Typed access to one decoded JSON object; every failure is a ValueError naming the field."""
-
-    def __init__(self, document: Mapping[str, Any]) -> None:
-        self._document = document
-
-    def has(self, key: str) -> bool:
-        return key in self._document
-
-    def raw(self, key: str) -> Any:
-        if key not in self._document:
-            raise ValueError(f"missing field {key!r}")
-        return self._document[key]
-
-    def integer(self, key: str, *, allow_string: bool = False) -> int:
-        value = self.raw(key)
-        if _is_int(value):
-            return int(value)
-        if allow_string and isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
-            return int(value)
-        raise ValueError(f"field {key!r} must be an integer, got {value!r}")
-
-    def string(self, key: str) -> str:
-        value = self.raw(key)
-        if not isinstance(value, str):
-            raise ValueError(f"field {key!r} must be a string, got {value!r}")
-        return value
-
-    def optional_string(self, key: str) -> str | None:
-        if key not in self._document or self._document[key] is None:
-            return None
-        return self.string(key)
-
-    def integer_list(self, key: str) -> list[int]:
-        value = self.raw(key)
-        return _integer_list(value, f"field {key!r}")
-
-    def string_list(self, key: str) -> list[str]:
-        value = self.raw(key)
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ValueError(f"field {key!r} must be a list of strings, got {value!r}")
-        return list(value)
-
-    def object(self, key: str) -> dict[str, Any]:
-        value = self.raw(key)
-        if not isinstance(value, dict):
-            raise ValueError(f"field {key!r} must be an object, got {value!r}")
-        return value
-
-    def object_list(self, key: str) -> list[_Fields]:
-        value = self.raw(key)
-        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-            raise ValueError(f"field {key!r} must be a list of objects, got {value!r}")
-        return [_Fields(item) for item in value]
-
-
-def _integer_list(value: object, what: str) -> list[int]:
-    if not isinstance(value, (list, tuple)) or not all(_is_int(item) for item in value):
-        raise ValueError(f"{what} must be a list of integers, got {value!r}")
-    return [int(item) for item in value]
-
-
-def _distinct_ids(value: Sequence[int], what: str) -> list[int]:
-    ids = _integer_list(value, what)
-    if any(item < 0 for item in ids):
-        raise ValueError(f"{what} must hold non-negative ids, got {ids!r}")
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{what} has duplicate ids: {ids!r}")
-    return ids
-
-
-def _non_negative(value: object, what: str, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-_Payload = TypeVar("_Payload", bound="ZNodePayload")
-
-
-class ZNodePayload:
-    """Base of every payload: JSON framing, the version field and error reporting.
-
-    Subclasses are frozen dataclasses that define ``VERSION``, ``WHAT`` (a human name used in
-    errors), ``_document()`` and ``_parse(fields)``.
-    """
-
-    VERSION: ClassVar[int] = 1
-    WHAT: ClassVar[str] = "payload"
-
-    def _document(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    @classmethod
-    def _parse(cls: type[_Payload], fields: _Fields) -> _Payload:
-        raise NotImplementedError
-
-    def to_bytes(self) -> bytes:
-        """Serialise to compact UTF-8 JSON with ``"version"`` first."""
-        document: dict[str, Any] = {"version": self.VERSION}
-        document.update(self._document())
-        return _dump(document)
-
-    @classmethod
-    def from_bytes(cls: type[_Payload], data: bytes, path: str | None = None) -> _Payload:
-        """Parse and validate; CoordinationError (naming ``path``) when the data is malformed."""
-        where = path or f"<{cls.WHAT}>"
-        if data is None or len(data) == 0:
-            raise ZNodeDataError(f"{where}: empty data where a {cls.WHAT} was expected")
-        try:
-            text = bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ZNodeDataError(f"{where}: {cls.WHAT} is not UTF-8 ({exc})") from exc
-        try:
-            document = json.loads(text, object_pairs_hook=_reject_duplicate_keys,
-                                  parse_constant=_reject_constant)
-        except ValueError as exc:
-            raise ZNodeDataError(f"{where}: {cls.WHAT} is not valid JSON ({exc})") from exc
-        if not isinstance(document, dict):
-            raise ZNodeDataError(
-                f"{where}: {cls.WHAT} must be a JSON object, got {type(document).__name__}"
-            )
-        fields = _Fields(document)
-        try:
-            version = fields.integer("version", allow_string=True)
-            if version < 1:
-                raise ValueError(f"field 'version' must be >= 1, got {version}")
-            return cls._parse(fields)
-        except (ValueError, TypeError, InvalidTopicError) as exc:
-            raise ZNodeDataError(f"{where}: malformed {cls.WHAT}: {exc}") from exc
 
 
 # --- payloads ---------------------------------------------------------------------------------
@@ -375,7 +200,7 @@ class ClusterId(ZNodePayload):
         return {"id": self.cluster_id}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ClusterId:
+    def _parse(cls, fields: Fields) -> ClusterId:
         return cls(cluster_id=fields.string("id"))
 
 
@@ -398,7 +223,7 @@ class BrokerRegistration(ZNodePayload):
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
             raise ValueError(f"host must be a non-empty string, got {self.host!r}")
-        if not _is_int(self.port) or not 0 < self.port < 65536:
+        if not is_int(self.port) or not 0 < self.port < 65536:
             raise ValueError(f"port must be an integer in 1..65535, got {self.port!r}")
         if isinstance(self.endpoints, str) or not all(
             isinstance(endpoint, str) and endpoint for endpoint in self.endpoints
@@ -407,7 +232,7 @@ class BrokerRegistration(ZNodePayload):
         object.__setattr__(self, "endpoints", list(self.endpoints))
         if self.rack is not None and (not isinstance(self.rack, str) or not self.rack):
             raise ValueError(f"rack must be a non-empty string or None, got {self.rack!r}")
-        _non_negative(self.timestamp_ms, "timestamp")
+        non_negative(self.timestamp_ms, "timestamp")
 
     @classmethod
     def for_http(cls, host: str, port: int, rack: str | None = None,
@@ -425,7 +250,7 @@ class BrokerRegistration(ZNodePayload):
         return document
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> BrokerRegistration:
+    def _parse(cls, fields: Fields) -> BrokerRegistration:
         return cls(host=fields.string("host"), port=fields.integer("port"),
                    endpoints=fields.string_list("endpoints"),
                    rack=fields.optional_string("rack"),
@@ -452,14 +277,14 @@ class TopicAssignment(ZNodePayload):
             moving = getattr(self, name)
             if not isinstance(moving, Mapping):
                 raise ValueError(f"{name} must be a mapping")
-            object.__setattr__(self, name, {int(partition): _distinct_ids(brokers, f"{name} of {partition}")
+            object.__setattr__(self, name, {int(partition): distinct_ids(brokers, f"{name} of {partition}")
                                             for partition, brokers in sorted(moving.items()) if brokers})
         if not isinstance(self.partitions, Mapping) or not self.partitions:
             raise ValueError(f"partitions must be a non-empty mapping, got {self.partitions!r}")
         normalised: dict[int, list[int]] = {}
         for partition in sorted(self.partitions):
-            _validate_partition(partition)
-            replicas = _distinct_ids(self.partitions[partition], f"replicas of partition {partition}")
+            validate_partition(partition)
+            replicas = distinct_ids(self.partitions[partition], f"replicas of partition {partition}")
             if not replicas:
                 raise ValueError(f"replicas of partition {partition} must not be empty")
             normalised[partition] = replicas
@@ -480,13 +305,13 @@ class TopicAssignment(ZNodePayload):
                 "topic_id": self.topic_id}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> TopicAssignment:
+    def _parse(cls, fields: Fields) -> TopicAssignment:
         def partition_map(name: str) -> dict[int, list[int]]:
             result: dict[int, list[int]] = {}
             for key, replicas in fields.object(name).items():
                 if not (key.isascii() and key.isdigit()):
                     raise ValueError(f"partition key {key!r} is not a partition id")
-                result[int(key)] = _integer_list(replicas, f"{name} of partition {key}")
+                result[int(key)] = integer_list(replicas, f"{name} of partition {key}")
             return result
         return cls(partitions=partition_map("partitions"), topic_id=fields.string("topic_id"),
                    adding_replicas=partition_map("adding_replicas") if fields.has("adding_replicas") else {},
@@ -510,10 +335,10 @@ class PartitionState(ZNodePayload):
     controller_epoch: int
 
     def __post_init__(self) -> None:
-        _non_negative(self.leader, "leader", minimum=-1)
-        _non_negative(self.leader_epoch, "leader_epoch")
-        object.__setattr__(self, "isr", _distinct_ids(self.isr, "isr"))
-        _non_negative(self.controller_epoch, "controller_epoch")
+        non_negative(self.leader, "leader", minimum=-1)
+        non_negative(self.leader_epoch, "leader_epoch")
+        object.__setattr__(self, "isr", distinct_ids(self.isr, "isr"))
+        non_negative(self.controller_epoch, "controller_epoch")
 
     @property
     def has_leader(self) -> bool:
@@ -524,7 +349,7 @@ class PartitionState(ZNodePayload):
                 "isr": list(self.isr), "controller_epoch": self.controller_epoch}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> PartitionState:
+    def _parse(cls, fields: Fields) -> PartitionState:
         return cls(leader=fields.integer("leader"), leader_epoch=fields.integer("leader_epoch"),
                    isr=fields.integer_list("isr"),
                    controller_epoch=fields.integer("controller_epoch"))
@@ -540,14 +365,14 @@ class ControllerInfo(ZNodePayload):
     timestamp_ms: int = field(default_factory=now_ms)
 
     def __post_init__(self) -> None:
-        _validate_broker_id(self.broker_id)
-        _non_negative(self.timestamp_ms, "timestamp")
+        validate_broker_id(self.broker_id)
+        non_negative(self.timestamp_ms, "timestamp")
 
     def _document(self) -> dict[str, Any]:
         return {"brokerid": self.broker_id, "timestamp": self.timestamp_ms}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ControllerInfo:
+    def _parse(cls, fields: Fields) -> ControllerInfo:
         return cls(broker_id=fields.integer("brokerid"),
                    timestamp_ms=fields.integer("timestamp", allow_string=True))
 
@@ -566,13 +391,13 @@ class ControllerEpoch(ZNodePayload):
     epoch: int
 
     def __post_init__(self) -> None:
-        _non_negative(self.epoch, "epoch")
+        non_negative(self.epoch, "epoch")
 
     def _document(self) -> dict[str, Any]:
         return {"epoch": self.epoch}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ControllerEpoch:
+    def _parse(cls, fields: Fields) -> ControllerEpoch:
         return cls(epoch=fields.integer("epoch"))
 
     @classmethod
@@ -606,7 +431,7 @@ class ConfigEntity(ZNodePayload):
         return {"config": dict(self.config)}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ConfigEntity:
+    def _parse(cls, fields: Fields) -> ConfigEntity:
         return cls(config=fields.object("config"))
 
 
@@ -633,7 +458,7 @@ class ConfigChangeNotification(ZNodePayload):
 
     @classmethod
     def for_broker(cls, broker_id: int | None) -> ConfigChangeNotification:
-        name = DEFAULT_BROKER_ENTITY if broker_id is None else str(_validate_broker_id(broker_id))
+        name = DEFAULT_BROKER_ENTITY if broker_id is None else str(validate_broker_id(broker_id))
         return cls(entity_path=f"brokers/{name}")
 
     @property
@@ -653,7 +478,7 @@ class ConfigChangeNotification(ZNodePayload):
         return {"entity_path": self.entity_path}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ConfigChangeNotification:
+    def _parse(cls, fields: Fields) -> ConfigChangeNotification:
         return cls(entity_path=fields.string("entity_path"))
 
 
@@ -666,13 +491,13 @@ class PartitionRef:
 
     def __post_init__(self) -> None:
         validate_topic_name(self.topic)
-        _validate_partition(self.partition)
+        validate_partition(self.partition)
 
     def _document(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> PartitionRef:
+    def _parse(cls, fields: Fields) -> PartitionRef:
         return cls(topic=fields.string("topic"), partition=fields.integer("partition"))
 
 
@@ -685,7 +510,7 @@ def _partition_refs(value: Sequence[PartitionRef], what: str) -> list[PartitionR
     return refs
 
 
-def _parse_partition_refs(fields: _Fields) -> list[PartitionRef]:
+def _parse_partition_refs(fields: Fields) -> list[PartitionRef]:
     return [PartitionRef._parse(entry) for entry in fields.object_list("partitions")]
 
 
@@ -704,7 +529,7 @@ class IsrChangeNotification(ZNodePayload):
         return {"partitions": [ref._document() for ref in self.partitions]}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> IsrChangeNotification:
+    def _parse(cls, fields: Fields) -> IsrChangeNotification:
         return cls(partitions=_parse_partition_refs(fields))
 
 
@@ -723,7 +548,7 @@ class PreferredElectionRequest(ZNodePayload):
         return {"partitions": [ref._document() for ref in self.partitions]}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> PreferredElectionRequest:
+    def _parse(cls, fields: Fields) -> PreferredElectionRequest:
         return cls(partitions=_parse_partition_refs(fields))
 
 
@@ -737,8 +562,8 @@ class PartitionReassignment:
 
     def __post_init__(self) -> None:
         validate_topic_name(self.topic)
-        _validate_partition(self.partition)
-        replicas = _distinct_ids(self.replicas, f"replicas of {self.topic}-{self.partition}")
+        validate_partition(self.partition)
+        replicas = distinct_ids(self.replicas, f"replicas of {self.topic}-{self.partition}")
         if not replicas:
             raise ValueError(f"replicas of {self.topic}-{self.partition} must not be empty")
         object.__setattr__(self, "replicas", replicas)
@@ -775,7 +600,7 @@ class ReassignmentRequest(ZNodePayload):
         ]}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ReassignmentRequest:
+    def _parse(cls, fields: Fields) -> ReassignmentRequest:
         entries: list[PartitionReassignment] = []
         for entry in fields.object_list("partitions"):
             entries.append(PartitionReassignment(topic=entry.string("topic"),
@@ -800,10 +625,10 @@ class ProducerIdBlock(ZNodePayload):
     block_end: int
 
     def __post_init__(self) -> None:
-        _validate_broker_id(self.broker_id)
-        _non_negative(self.block_start, "block_start")
-        _non_negative(self.block_end, "block_end", minimum=self.block_start
-                      if _is_int(self.block_start) else 0)
+        validate_broker_id(self.broker_id)
+        non_negative(self.block_start, "block_start")
+        non_negative(self.block_end, "block_end", minimum=self.block_start
+                      if is_int(self.block_start) else 0)
 
     @property
     def size(self) -> int:
@@ -824,7 +649,7 @@ class ProducerIdBlock(ZNodePayload):
                 "block_end": self.block_end}
 
     @classmethod
-    def _parse(cls, fields: _Fields) -> ProducerIdBlock:
+    def _parse(cls, fields: Fields) -> ProducerIdBlock:
         return cls(broker_id=fields.integer("broker"),
                    block_start=fields.integer("block_start", allow_string=True),
                    block_end=fields.integer("block_end", allow_string=True))

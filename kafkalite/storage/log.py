@@ -6,11 +6,13 @@ offset), the log end offset (next offset to assign), the high watermark (set by 
 the recovery point (everything below it is known to be fsynced), and the leader epoch cache.
 
 Appends come in two kinds. :meth:`PartitionLog.append_as_leader` validates producer batches
-(structure, CRC, sizes, keys on compacted topics, no control batches), assigns offsets and
-stamps the leader epoch in place — without recomputing CRCs or decompressing — then writes them.
-:meth:`PartitionLog.append_as_follower` writes batches whose offsets the leader assigned.
-A request is validated completely before a single byte is written: a bad batch never leaves a
-partial write behind.
+(:mod:`kafkalite.storage.validation`: structure, CRC, sizes, keys on compacted topics, no
+control batches), assigns offsets and stamps the leader epoch in place — without recomputing
+CRCs or decompressing — then writes them. :meth:`PartitionLog.append_as_follower` writes
+batches whose offsets the leader assigned. A request is validated completely before a single
+byte is written: a bad batch never leaves a partial write behind. Each also exists in two
+steps (``check_batches`` then ``append_checked_as_*``, fsync left to the caller through
+:meth:`PartitionLog.flush_pending`), so a caller can validate and fsync elsewhere.
 
 Storage errors follow Kafka's log-directory failure model. An append that fails with an I/O
 error is rolled back by the segment (file cut back to its last whole batch, indexes to their
@@ -22,9 +24,12 @@ rollback or a failed fsync takes the log offline: :attr:`PartitionLog.offline_re
 ``on_dir_failure`` (set by the LogManager) takes the whole log directory offline, and every
 later append or read raises LogDirOfflineError until the broker restarts.
 
-Concurrency: every method takes the log's lock; appends and reads are short page-cache
-operations that the broker may call from its event loop. :meth:`PartitionLog.flush` snapshots
-the segments under the lock and fsyncs outside it, so it belongs on a worker thread.
+Concurrency: synchronous file I/O; every method takes the log's lock, so any thread may call
+it. ``append_checked_as_*`` are short page-cache writes (the broker calls them on its event
+loop); ``append_as_*`` may fsync, and :meth:`PartitionLog.flush` snapshots the segments under
+the lock and fsyncs outside it, so they belong on a worker thread. :meth:`PartitionLog.read`
+preads up to ``max_bytes`` under the lock; :meth:`PartitionLog.bytes_after` (index lookups
+only) tells a caller how much a read could return before it decides where to run it.
 Time is read from the injected ``clock`` (milliseconds), so roll and retention are testable.
 """
 
@@ -43,32 +48,22 @@ from pathlib import Path
 from kafkalite.config import LogConfig
 from kafkalite.errors import (
     CorruptRecordError,
-    InvalidRecordError,
     KafkaStorageError,
     LogDirOfflineError,
-    MessageSizeTooLargeError,
     OffsetOutOfRangeError,
-    RecordListTooLargeError,
     StorageError,
 )
 from kafkalite.record.batch import (
-    ATTR_TIMESTAMP_TYPE,
-    CRC_START,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     RecordBatch,
-    crc32c,
-    iter_batches,
 )
 from kafkalite.storage import files
 from kafkalite.storage.epochs import LeaderEpochCache
-from kafkalite.storage.segment import INT32_MAX, BatchHeader, Segment
+from kafkalite.storage.segment import INT32_MAX, BatchHeader, Segment, last_offset_in_file
+from kafkalite.storage.validation import CheckedBatches, check_batches, stamp_log_append_time
 
 log = logging.getLogger(__name__)
 
 _BATCH_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
-_HEADER_PROBE = 27  # bytes of a batch header up to its lastOffsetDelta
 
 Clock = Callable[[], int]
 DirFailureHandler = Callable[[Path, str], None]
@@ -99,12 +94,6 @@ class FetchData:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
-
-
-@dataclass(frozen=True)
-class _CheckedBatches:
-    buffer: memoryview
-    batches: list[RecordBatch]
 
 
 class PartitionLog:
@@ -224,7 +213,7 @@ class PartitionLog:
 
     def _drop_segments_after_damage(self, base_offsets: list[int], valid_end: int, cause: str) -> None:
         """Delete segments the valid log no longer reaches, saying at WARN which offsets go."""
-        last_offset = self._last_offset_on_disk(base_offsets[-1])
+        last_offset = last_offset_in_file(files.segment_path(self.directory, base_offsets[-1], files.LOG_SUFFIX))
         lost = f"offsets {valid_end}..{last_offset}" if last_offset >= valid_end else f"offsets from {valid_end}"
         size = sum(files.segment_path(self.directory, base_offset, files.LOG_SUFFIX).stat().st_size
                    for base_offset in base_offsets
@@ -235,33 +224,6 @@ class PartitionLog:
         for base_offset in base_offsets:
             for suffix in files.SEGMENT_FILE_SUFFIXES:
                 files.segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
-
-    def _last_offset_on_disk(self, base_offset: int) -> int:
-        """The last offset of the last batch header in a segment file, reading headers only
-        (-1 when none can be read). Used to report what recovery drops."""
-        path = files.segment_path(self.directory, base_offset, files.LOG_SUFFIX)
-        last = -1
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return last
-        try:
-            size = os.fstat(fd).st_size
-            position = 0
-            while position + _HEADER_PROBE <= size:
-                header = os.pread(fd, _HEADER_PROBE, position)
-                if len(header) < _HEADER_PROBE:
-                    break
-                batch_base, batch_length = _BATCH_PREFIX.unpack_from(header)[:2]
-                if batch_length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + batch_length > size:
-                    break
-                last = batch_base + _LAST_OFFSET_DELTA.unpack_from(header, 23)[0]
-                position += LOG_OVERHEAD + batch_length
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        return last
 
     def _needs_recovery(self, base_offset: int, live: dict[int, bool]) -> bool:
         later = [offset for offset in live if offset > base_offset]
@@ -292,35 +254,20 @@ class PartitionLog:
             return self.high_watermark
 
     # -- appending ----------------------------------------------------------------------------
-    def _check_batches(self, data: bytes | bytearray | memoryview, from_client: bool) -> _CheckedBatches:
-        buffer = memoryview(data).cast("B")
-        if not buffer:
-            raise CorruptRecordError("the request carries no record batch")
-        batches: list[RecordBatch] = []
-        config = self.config
-        for batch in iter_batches(buffer):
-            batch.validate()
-            if batch.size > config.max_message_bytes:
-                raise MessageSizeTooLargeError(
-                    f"batch of {batch.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
-            if batch.size > config.segment_bytes:
-                raise RecordListTooLargeError(
-                    f"batch of {batch.size} bytes exceeds segment.bytes={config.segment_bytes}")
-            if from_client:
-                if batch.is_control:
-                    raise InvalidRecordError("clients may not write control batches")
-                if batch.record_count != batch.last_offset_delta + 1 or batch.record_count == 0:
-                    raise InvalidRecordError(
-                        f"batch has {batch.record_count} records but lastOffsetDelta {batch.last_offset_delta}")
-                # every record is checked, compressed payloads decompressed (record/ owns the rules)
-                batch.check_records(require_keys=config.compact, contiguous=True)
-            batches.append(batch)
-        return _CheckedBatches(buffer, batches)
-
     def append_as_leader(self, data: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
         """Validate producer batches, assign offsets from the log end, stamp ``leader_epoch``,
-        write. Raises a named error and writes nothing when any batch is bad."""
-        checked = self._check_batches(data, from_client=True)
+        write, and fsync when ``flush.messages`` is reached. Raises a named error and writes
+        nothing when any batch is bad. (The broker runs these steps apart: see
+        :meth:`append_checked_as_leader`.)"""
+        info = self.append_checked_as_leader(check_batches(data, self.config, from_client=True), leader_epoch)
+        if self.flush_pending():
+            self.flush(info.last_offset + 1)
+        return info
+
+    def append_checked_as_leader(self, checked: CheckedBatches, leader_epoch: int) -> AppendInfo:
+        """Assign offsets from the log end to batches :func:`check_batches` passed (from a
+        client), stamp ``leader_epoch`` in place — without recomputing CRCs or decompressing —
+        and write them. Never fsyncs: the caller flushes when :meth:`flush_pending` says so."""
         now = self.clock()
         log_append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
@@ -337,7 +284,7 @@ class PartitionLog:
                 position = batch.position
                 if log_append_time >= 0:
                     rewritten = bytearray(checked.buffer[position:batch.end_position])
-                    self._set_log_append_time(rewritten, batch, log_append_time)
+                    stamp_log_append_time(rewritten, batch, log_append_time)
                     pieces.append(_BATCH_PREFIX.pack(next_offset, batch.batch_length, leader_epoch))
                     pieces.append(memoryview(rewritten)[16:])
                     batch_max_timestamp = log_append_time
@@ -356,20 +303,17 @@ class PartitionLog:
             return AppendInfo(first_offset, next_offset - 1, count, len(checked.batches), max_timestamp,
                               log_append_time, len(checked.buffer))
 
-    @staticmethod
-    def _set_log_append_time(buffer: bytearray, batch: RecordBatch, timestamp: int) -> None:
-        """Rewrite a copy of one batch (``buffer`` starts at the batch) for LogAppendTime."""
-        position = 0
-        end_position = batch.size
-        attributes = int.from_bytes(buffer[position + 21:position + 23], "big", signed=True) | ATTR_TIMESTAMP_TYPE
-        buffer[position + 21:position + 23] = attributes.to_bytes(2, "big", signed=True)
-        buffer[position + 35:position + 43] = timestamp.to_bytes(8, "big", signed=True)
-        crc = crc32c(memoryview(buffer)[position + CRC_START:end_position])
-        buffer[position + 17:position + 21] = crc.to_bytes(4, "big")
-
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
-        """Write batches replicated from the leader (offsets and epochs already assigned)."""
-        checked = self._check_batches(data, from_client=False)
+        """Validate and write batches replicated from the leader (offsets and epochs already
+        assigned), and fsync when ``flush.messages`` is reached."""
+        info = self.append_checked_as_follower(check_batches(data, self.config, from_client=False))
+        if self.flush_pending():
+            self.flush(info.last_offset + 1)
+        return info
+
+    def append_checked_as_follower(self, checked: CheckedBatches) -> AppendInfo:
+        """Write replicated batches :func:`check_batches` passed; never fsyncs (see
+        :meth:`flush_pending`)."""
         with self._lock:
             self._ensure_open()
             expected = self.log_end_offset
@@ -419,8 +363,11 @@ class PartitionLog:
             log.info("%s: appends succeed again (they failed with: %s)", self.name, self._append_failure)
             self._append_failure = None
         self._unflushed_messages += next_offset - first_offset
-        if self._unflushed_messages >= self.config.flush_messages:
-            self._flush_locked(next_offset)
+
+    def flush_pending(self) -> bool:
+        """True when ``flush.messages`` records were appended since the last flush: the caller
+        should :meth:`flush` (on a worker thread) before it acknowledges them."""
+        return self._unflushed_messages >= self.config.flush_messages
 
     def _append_failed(self, exc: OSError) -> KafkaStorageError:
         """The error to raise for an append the segment rolled back; a non-transient cause
@@ -501,6 +448,17 @@ class PartitionLog:
                         break
                     index += 1
             return FetchData(records, self.high_watermark, self.log_start_offset, end)
+
+    def bytes_after(self, offset: int) -> int:
+        """About how many bytes of batches lie from ``offset`` to the log end (index lookups
+        only, no file access; 0 when ``offset`` is at or past the end)."""
+        with self._lock:
+            index = bisect_right(self._base_offsets, offset) - 1
+            if offset >= self.log_end_offset or index < 0:
+                return 0
+            segment = self.segments[index]
+            position = segment.index.lookup(offset)[1] if offset < segment.next_offset else segment.size
+            return segment.size - position + sum(later.size for later in self.segments[index + 1:])
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``; None if none."""

@@ -469,3 +469,30 @@ def _write_all(fd: int, buffers: list[bytes | bytearray | memoryview], position:
     if position - start != total:
         raise StorageError(f"short write: {position - start} of {total} bytes")
     return total
+
+
+def last_offset_in_file(path: Path) -> int:
+    """The last offset of the last whole batch header in a segment file, reading headers only
+    (-1 when none can be read). Recovery uses it to report what it drops."""
+    last = -1
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return last
+    try:
+        size = os.fstat(fd).st_size
+        position = 0
+        while position + _HEADER_PROBE <= size:
+            header = os.pread(fd, _HEADER_PROBE, position)
+            if len(header) < _HEADER_PROBE:
+                break
+            batch_base, batch_length = _BATCH_PREFIX.unpack_from(header)
+            if batch_length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + batch_length > size:
+                break
+            last = batch_base + _INT32.unpack_from(header, _LAST_OFFSET_DELTA_AT)[0]
+            position += LOG_OVERHEAD + batch_length
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return last

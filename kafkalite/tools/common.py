@@ -12,9 +12,12 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from kafkalite.errors import KafkaliteError
+
+if TYPE_CHECKING:
+    from kafkalite.coord.coordinator import Coordinator
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -110,7 +113,6 @@ def bootstrap_from_zookeeper(connect: str) -> str:
     """
     import asyncio
 
-    from kafkalite.coord import znodes
     from kafkalite.coord.zk import ZooKeeperClient
 
     candidates = [connect] if "/" in connect else [connect, f"{connect}/kafkalite"]
@@ -121,14 +123,9 @@ def bootstrap_from_zookeeper(connect: str) -> str:
             try:
                 await client.start()
                 try:
-                    children = await client.get_children(znodes.BROKER_IDS_PATH)
+                    addresses = await registered_brokers(client)
                 except KafkaliteError:
                     continue
-                addresses = []
-                for child in children:
-                    data, _ = await client.get(f"{znodes.BROKER_IDS_PATH}/{child}")
-                    registration = znodes.BrokerRegistration.from_bytes(data)
-                    addresses.append(f"{registration.host}:{registration.port}")
                 if addresses:
                     return ",".join(addresses)
             finally:
@@ -137,3 +134,21 @@ def bootstrap_from_zookeeper(connect: str) -> str:
         raise UsageError(f"no live broker is registered in ZooKeeper at {connect}")
 
     return asyncio.run(lookup())
+
+
+async def registered_brokers(coordinator: Coordinator) -> list[str]:
+    """``host:port`` of every broker registered under ``/brokers/ids`` (a broker that goes away
+    while they are read is left out). Raises a KafkaliteError when they cannot be read.
+    """
+    from kafkalite.coord import znodes
+    from kafkalite.errors import ZNodeMissingError
+
+    addresses = []
+    for child in await coordinator.get_children(znodes.BROKER_IDS_PATH):
+        try:
+            data, _ = await coordinator.get(f"{znodes.BROKER_IDS_PATH}/{child}")
+        except ZNodeMissingError:
+            continue
+        registration = znodes.BrokerRegistration.from_bytes(data)
+        addresses.append(f"{registration.host}:{registration.port}")
+    return addresses

@@ -32,7 +32,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from kafkalite.coord.zk import ZNodeStat, ZooKeeperClient, parse_connect_string
+from kafkalite.coord.coordinator import Coordinator, ZNodeStat
+from kafkalite.coord.zk import ZooKeeperClient, parse_connect_string
 from kafkalite.errors import KafkaliteError, ZNodeMissingError
 from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ToolArgumentParser, UsageError, run_cli
 
@@ -88,7 +89,7 @@ def format_stat(stat: ZNodeStat) -> str:
 class Shell:
     """The commands, on a ZooKeeper client connected without chroot (paths are joined here)."""
 
-    def __init__(self, client: ZooKeeperClient, chroot: str, output: TextIO) -> None:
+    def __init__(self, client: Coordinator, chroot: str, output: TextIO) -> None:
         self.client = client
         self.chroot = chroot
         self.output = output
@@ -185,7 +186,7 @@ def _split(line: str) -> list[str]:
         raise CommandError(f"cannot parse command: {exc}", EXIT_USAGE) from None
 
 
-async def _start(server: str) -> tuple[ZooKeeperClient, str]:
+async def _start(server: str) -> tuple[Coordinator, str]:
     try:
         hosts, chroot = parse_connect_string(server)
     except ValueError as exc:

@@ -242,6 +242,7 @@ class CoordinatorContract:
         async def scenario() -> None:
             client = backend.client()
             assert not client.started and client.state is SessionState.LOST
+            assert client.session_id is None and client.session_timeout == 6.0
             with pytest.raises(IllegalStateError):
                 await client.get("/")
             await client.start()

@@ -323,7 +323,7 @@ def test_idempotent_producer_survives_leader_kill(api: Any, cluster: BrokerClust
             if i == 1000:
                 cluster.brokers[victim].kill()
             if i % 200 == 0:
-                time.sleep(0.02)
+                time.sleep(0.02)  # pacing, not synchronisation: sends keep arriving across the kill
         producer.flush(60)
     finally:
         if not cluster.brokers[victim].alive:
@@ -566,12 +566,22 @@ def test_seed_producer_snippet(cluster: BrokerCluster, capsys: pytest.CaptureFix
     assert "Sent to partition 0 at offset" in capsys.readouterr().out
 
 
-def test_seed_consumer_snippet(cluster: BrokerCluster) -> None:
+def test_seed_consumer_snippet(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap,
                              value_serializer=lambda v: json.dumps(v).encode())
-    producer.send("orders", {"order_id": "ORD-002"}).get(10)
+    sent = producer.send("orders", {"order_id": "ORD-002"}).get(10)
     producer.close()
     exec(compile(SEED_CONSUMER.format(bootstrap=cluster.brokers[2].address), "seed-003-consumer", "exec"), {})
+    output = capsys.readouterr().out
+    assert f"Partition: {sent.partition}, Offset: {sent.offset}, Key: None" in output, output
+    assert "Processing order: ORD-002" in output and "Order ORD-002 processed" in output, output
+    # The snippet commits after each record: the group resumes after the one it processed.
+    checker = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="order-processing")
+    try:
+        committed = checker.committed(TopicPartition("orders", sent.partition))
+    finally:
+        checker.close()
+    assert committed is not None and committed >= sent.offset + 1, committed
 
 
 def test_seed_consumer_snippet_reads_without_commit(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:

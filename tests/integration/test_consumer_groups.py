@@ -86,7 +86,7 @@ def produce(cluster: BrokerCluster, topic: str, values: range, partitions: int, 
         for value in values:
             producer.send(topic, str(value).encode(), partition=value % partitions)
             if pause:
-                time.sleep(pause)
+                time.sleep(pause)  # pacing, not synchronisation: records spread over time
         producer.flush(60)
     finally:
         producer.close()
@@ -261,21 +261,28 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing(cluster: BrokerClus
             while not stop.is_set():
                 producer.send(topic, str(value).encode(), partition=value % 6)
                 value += 1
-                time.sleep(0.005)
+                time.sleep(0.005)  # pacing, not synchronisation: a steady stream of records
             producer.flush(30)
         finally:
             producer.close()
 
+    def flowing_since(moment: float) -> bool:
+        """Every partition the first members own delivered a record after ``moment``."""
+        received = {(id(member), partition) for member in first
+                    for at, partition, _, _ in list(member.records) if at > moment}
+        return all((id(member), tp.partition) in received for member in first for tp in member.assignment)
+
+    writer_started = time.monotonic()
     writer = threading.Thread(target=keep_producing, daemon=True)
     writer.start()
     try:
-        time.sleep(0.5)
+        wait_until(lambda: flowing_since(writer_started), 20, "records flowing on every partition")
         window_start = time.monotonic()
         third = spawn(members, "sync", cluster.bootstrap, [topic], group, **options)
         everyone = [*first, third]
         wait_until(lambda: settled(everyone, 6, each=2), 30, "3 members with 2 partitions each")
         window_end = next(moment for moment, kind, partitions in third.events if kind == "assigned" and partitions)
-        time.sleep(0.5)
+        wait_until(lambda: flowing_since(window_end), 20, "records flowing on every kept partition after the rebalance")
     finally:
         stop.set()
         writer.join(30)
@@ -431,7 +438,13 @@ def test_static_member_restart_does_not_rebalance(cluster: BrokerCluster, admin:
     first = spawn(members, "sync", cluster.bootstrap, [topic], group, group_instance_id="worker-a", **options)
     second = spawn(members, "async", cluster.bootstrap, [topic], group, group_instance_id="worker-b", **options)
     wait_until(lambda: settled([first, second], 6, each=3), 30, "2 static members with 3 partitions each")
-    time.sleep(1.0)  # let the group settle fully (no rebalance pending)
+
+    def stable_with_both() -> bool:
+        description = admin.describe_consumer_groups([group])[0]
+        return description.state == "Stable" and \
+            sorted(member.group_instance_id for member in description.members) == ["worker-a", "worker-b"]
+
+    wait_until(stable_with_both, 20, "the group Stable with both static members (no rebalance pending)")
     generation = admin.describe_consumer_groups([group])[0].generation_id
     owned = set(first.assignment)
     second_events = len(second.events)
@@ -439,7 +452,8 @@ def test_static_member_restart_does_not_rebalance(cluster: BrokerCluster, admin:
     members.remove(first)
     restarted = spawn(members, "sync", cluster.bootstrap, [topic], group, group_instance_id="worker-a", **options)
     wait_until(lambda: restarted.assignment == owned, 20, "the restarted member to get its partitions back")
-    time.sleep(1.0)
+    # Had the rejoin started a rebalance, the restarted member would only get its partitions once
+    # that rebalance completed (every member rejoined, a new generation): the group is checked now.
     description = admin.describe_consumer_groups([group])[0]
     assert description.generation_id == generation and description.state == "Stable"
     assert sorted(member.group_instance_id for member in description.members) == ["worker-a", "worker-b"]

@@ -82,6 +82,16 @@ class Coordinated:
     def heartbeat(self, member_id: str, generation: int) -> Any:
         return self.call(protocol.HEARTBEAT, {"member_id": member_id, "generation_id": generation})
 
+    def describe(self) -> Any:
+        return self.call(protocol.DESCRIBE_GROUPS, {"groups": [self.group_id]})["groups"][0]
+
+    def wait_for_state(self, state: str, members: int, timeout: float = 20.0) -> Any:
+        """Poll DescribeGroups until the group is in ``state`` with ``members`` members."""
+        def reached() -> Any:
+            described = self.describe()
+            return described if described["state"] == state and len(described["members"]) == members else None
+        return self.cluster.wait_for(reached, timeout, f"group {self.group_id} {state} with {members} members")
+
 
 def test_join_sync_heartbeat_and_rebalance(cluster: BrokerCluster) -> None:
     group = Coordinated(cluster, "g-basic")
@@ -89,7 +99,8 @@ def test_join_sync_heartbeat_and_rebalance(cluster: BrokerCluster) -> None:
     assert first["error"] == "MEMBER_ID_REQUIRED" and first["member_id"].startswith("tester-")
     with ThreadPoolExecutor(2) as pool:
         one = pool.submit(group.join_fully)
-        time.sleep(0.3)
+        # The first member's join is parked (the initial rebalance delay) before the second joins.
+        group.wait_for_state("PreparingRebalance", 1)
         two = pool.submit(group.join_fully)
         answers = [one.result(), two.result()]
     assert all(answer["error_code"] == 0 for answer in answers), answers
@@ -101,8 +112,9 @@ def test_join_sync_heartbeat_and_rebalance(cluster: BrokerCluster) -> None:
     assert {member["member_id"] for member in leader["members"]} == {answers[0]["member_id"], answers[1]["member_id"]}
     assert leader["protocol_name"] == "range"
     with ThreadPoolExecutor(2) as pool:
+        # Whichever SyncGroup arrives first (a follower's waits for the leader's), each member
+        # gets the assignment the leader gave it.
         follower_sync = pool.submit(group.sync, follower["member_id"], generation)
-        time.sleep(0.2)
         leader_sync = group.sync(leader["member_id"], generation, {
             leader["member_id"]: b"partitions-A", follower["member_id"]: b"partitions-B"})
         assert base64.b64decode(leader_sync["assignment"]) == b"partitions-A"
@@ -115,7 +127,7 @@ def test_join_sync_heartbeat_and_rebalance(cluster: BrokerCluster) -> None:
     # A third member triggers a rebalance; the others learn it from their heartbeats.
     with ThreadPoolExecutor(3) as pool:
         third = pool.submit(group.join_fully)
-        time.sleep(0.3)
+        group.wait_for_state("PreparingRebalance", 3)  # the newcomer is in, the rebalance started
         assert group.heartbeat(follower["member_id"], generation)["error"] == "REBALANCE_IN_PROGRESS"
         rejoin_leader = pool.submit(group.join, leader["member_id"])
         rejoin_follower = pool.submit(group.join, follower["member_id"])
@@ -131,10 +143,11 @@ def test_session_timeout_removes_a_silent_member(cluster: BrokerCluster) -> None
     group = Coordinated(cluster, "g-timeout")
     joined = group.join_fully()
     generation = joined["generation_id"]
+    last_contact = time.monotonic()
     group.sync(joined["member_id"], generation, {joined["member_id"]: b"all"})
-    time.sleep(SESSION_MS / 1000 + 1.0)
-    described = group.call(protocol.DESCRIBE_GROUPS, {"groups": ["g-timeout"]})["groups"][0]
-    assert described["state"] == "Empty" and described["members"] == []
+    # The member stays silent: the coordinator removes it once its session timeout has passed.
+    group.wait_for_state("Empty", 0, timeout=SESSION_MS / 1000 + 10)
+    assert time.monotonic() - last_contact >= SESSION_MS / 1000, "removed before its session timed out"
     assert group.heartbeat(joined["member_id"], generation)["error"] == "UNKNOWN_MEMBER_ID"
 
 

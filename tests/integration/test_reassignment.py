@@ -80,10 +80,18 @@ def test_throttle_slows_the_copy(cluster: BrokerCluster) -> None:
     for _ in range(10):  # about 2 MB
         assert produce(cluster, "heavy", 0, payload, acks=1).error_code == 0
     target = next(broker for broker in (1, 2, 3) if broker != leader)
+    applied = "dynamic broker configs: {'follower.replication.throttled.rate': '500000'}"
+
+    def times_applied(broker_id: int) -> int:
+        return cluster.brokers[broker_id].log_path.read_text(errors="replace").count(applied)
+
+    before = {broker_id: times_applied(broker_id) for broker_id in (1, 2, 3)}
     answer = cluster.call("POST", protocol.ALTER_CONFIGS, {"resources": [
         {"type": "broker", "name": "", "set": {"follower.replication.throttled.rate": "500000"}}]})
     assert answer["resources"][0]["error_code"] == 0
-    time.sleep(0.5)  # the config change notification reaches every broker
+    # The config change notification reaches every broker, which logs the configs it applies.
+    cluster.wait_for(lambda: all(times_applied(broker_id) > count for broker_id, count in before.items()), 20,
+                     "the throttle applied on every broker")
     started = time.monotonic()
     reassign(cluster, {("heavy", 0): [leader, target]})
     cluster.wait_for(lambda: not in_progress(cluster), 60, "throttled reassignment complete")

@@ -306,7 +306,7 @@ def test_stream_planning_limits_new_partitions_and_data_loss(bootstrap: str, adm
         # minOffsetsPerTrigger: the first trigger goes, then 40 < 100 waits until maxTriggerDelay passed
         assert waiting.latestOffset(start, ReadMinRows(100)) == {topic: {"0": 30, "1": 10}}
         assert waiting.latestOffset(start, ReadMinRows(100)) == start
-        time.sleep(1.1)
+        time.sleep(1.1)  # the behaviour under test: maxTriggerDelay (1 s) passes, then the trigger goes
         assert waiting.latestOffset(start, ReadMinRows(100)) == {topic: {"0": 30, "1": 10}}
         waiting.stop()
         planned = reader.partitions(start, limited)

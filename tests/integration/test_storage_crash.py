@@ -35,7 +35,7 @@ def _run_and_kill(directory: Path, delay: float, batch_records: int, value_bytes
         assert process.stdout is not None
         first = process.stdout.readline()  # the writer is running and has appended once
         assert first, process.stderr.read() if process.stderr else "writer died"
-        time.sleep(delay)
+        time.sleep(delay)  # the behaviour: the kill lands at a varying point of the writes
         process.send_signal(signal.SIGKILL)
         output, _ = process.communicate(timeout=30)
     finally:

@@ -355,7 +355,7 @@ def test_session_survives_a_short_partition_and_expires_in_a_long_one(
                 await patient.create("/kept", b"", ephemeral=True)
                 proxy.partition()
                 assert await states.next(timeout=5.0) == (SessionState.SUSPENDED,)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)  # the behaviour: a cut much shorter than the 6 s session
                 proxy.heal()
                 assert await states.next(timeout=10.0) == (SessionState.CONNECTED,)
                 assert patient.session_id == session

@@ -208,7 +208,10 @@ def test_pipelined_connection_matches_answers_in_order() -> None:
             assert seen == [produce + b"req-0", fetch + b"req-1", produce + b"req-2", fetch + b"req-3"]
             with pytest.raises(errors.NotLeaderForPartitionError):
                 check_answer(*answers[3])
-            await asyncio.sleep(0.1)  # the server's close frame arrives
+            deadline = time.monotonic() + 5  # the server's close frame arrives
+            while connection.usable and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert not connection.usable
             late = connection.submit(protocol.PRODUCE, [b"after close"])
             with pytest.raises(errors.KafkaConnectionError):
                 await late

@@ -314,7 +314,13 @@ def test_a_member_that_does_not_poll_leaves_the_group() -> None:
         group.poll_started()
         await group.poll(time.monotonic() + 5)
         group.poll_finished()
-        await asyncio.sleep(0.6)
+        stopped_polling = time.monotonic()
+        # No poll for max.poll.interval.ms (200 ms): the member leaves the group on its own.
+        deadline = stopped_polling + 5
+        assert not group.rejoin_needed
+        while not group.rejoin_needed and time.monotonic() < deadline:  # set once it has left
+            await asyncio.sleep(0.01)
+        assert time.monotonic() - stopped_polling >= 0.2, "left before max.poll.interval.ms passed"
         leaves = coordinator.sent(protocol.LEAVE_GROUP)
         assert leaves and leaves[0]["members"][0]["member_id"] == "member-1"
         assert group.generation == -1 and group.member_id == ""

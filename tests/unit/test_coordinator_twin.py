@@ -158,6 +158,15 @@ def test_injected_failures_hit_the_named_request_once() -> None:
         client.fail_next_request()
         with pytest.raises(CoordinationError):
             await client.exists("/a")
+
+        failing_start = ensemble.client()
+        failing_start.fail_next_request("start")
+        with pytest.raises(CoordinationError, match="start: ConnectionLoss"):
+            await failing_start.start()
+        assert not failing_start.started and failing_start.session_id is None
+        assert ensemble.session_ids == [client.session_id]
+        with pytest.raises(IllegalStateError):
+            await failing_start.start()
         with pytest.raises(ValueError, match="unknown operation"):
             client.fail_next_request("sett")
 

@@ -202,12 +202,12 @@ def test_a_diverged_follower_truncates_to_the_end_of_its_last_epoch_on_the_leade
                                          last_fetched_epoch=follower_log.epoch_cache.latest_epoch)
         assert (diverging.diverging_epoch, diverging.diverging_end_offset) == (0, 5)
         assert diverging.records == b""
-        follower.apply_fetched(follower_partition, diverging)
+        await follower.apply_fetched(follower_partition, diverging)
         assert follower_log.log_end_offset == 5  # offsets 5..7 of epoch 0 are gone, 0..4 kept
 
         fetched = await follower_fetch(manager, 2, 5, leader_epoch=1, last_fetched_epoch=0)
         assert fetched.diverging_epoch < 0
-        follower.apply_fetched(follower_partition, fetched)
+        await follower.apply_fetched(follower_partition, fetched)
         assert follower_log.log_end_offset == 7
         follower_log.update_high_watermark(7)
         leader_log.update_high_watermark(7)

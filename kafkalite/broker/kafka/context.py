@@ -1,0 +1,56 @@
+"""What a Kafka-protocol API handler receives and returns.
+
+A handler decodes nothing and encodes nothing: the listener parses the request into the kio
+dataclass of the negotiated version, calls the handler with a :class:`KafkaRequestContext`, and
+turns the handler's :data:`KafkaAnswer` into the kio response dataclass of that same version.
+
+An answer is a mapping of kio field names (snake case, as in the kio response classes) to values;
+a nested entity is a mapping of its own field names, a list of entities is a sequence of such
+mappings. The handler writes the fields of the newest version it supports; the response builder
+drops the fields the negotiated version does not have and fills fields it lacks that have a
+default in the schema (``throttle_time_ms`` is 0 unless a handler sets it).
+
+Request objects differ by version: a handler reads a field that not every version has with
+``getattr(request, name, default)``.
+
+Concurrency: handlers run on the broker's event loop, one request of a connection at a time in
+order of arrival; several connections' handlers interleave at their awaits like HTTP handlers do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkalite.broker.services import BrokerServices
+
+KafkaAnswer = Mapping[str, Any]
+"""A response's field values by kio field name (see the module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRequestContext:
+    """One request's envelope: who sent it, which API version it speaks, and the broker's services."""
+
+    services: BrokerServices
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+
+
+Handler = Callable[[KafkaRequestContext, Any], Awaitable[KafkaAnswer]]
+"""Handles one parsed request (a kio request dataclass) and answers with a :data:`KafkaAnswer`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    """One API served over the Kafka protocol: its key, the versions offered in ApiVersions, its handler."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Handler

@@ -1,0 +1,140 @@
+"""The broker's coordination logic runs on the Coordinator seam: metadata caches and
+controllers of two brokers on the in-memory twin elect leaders and fail over when the
+controller's session expires, with no ZooKeeper, no sockets and no sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafkalite.broker.controller import Controller
+from kafkalite.broker.metadata import MetadataCache
+from kafkalite.config import BrokerConfig
+from kafkalite.coord import znodes
+from kafkalite.coord.memory import InMemoryCoordinator, InMemoryZooKeeper
+from kafkalite.tools.common import registered_brokers
+
+
+async def no_delay(seconds: float) -> None:
+    """The controller's ``sleep``: every delay is over at the next loop iteration."""
+    await asyncio.sleep(0)
+
+
+async def until(predicate: Callable[[], bool], rounds: int = 20_000) -> None:
+    """Let the loop run until ``predicate()`` holds (bounded in loop iterations, not time)."""
+    for _ in range(rounds):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
+@dataclass
+class BrokerParts:
+    client: InMemoryCoordinator
+    metadata: MetadataCache
+    controller: Controller
+
+
+async def start_broker(ensemble: InMemoryZooKeeper, broker_id: int, clock: Callable[[], int]) -> BrokerParts:
+    client = ensemble.client(session_timeout=6.0)
+    await client.start()
+    await client.ensure_paths(znodes.PERSISTENT_PATHS)
+    if await client.exists(znodes.CLUSTER_ID_PATH) is None:
+        await client.create(znodes.CLUSTER_ID_PATH, znodes.ClusterId("twin-cluster").to_bytes(), makepath=True)
+    metadata = MetadataCache(client, broker_id)
+    await metadata.start()
+    registration = znodes.BrokerRegistration.for_http("127.0.0.1", 9090 + broker_id)
+    await client.create(znodes.broker_path(broker_id), registration.to_bytes(), ephemeral=True)
+    controller = Controller(BrokerConfig(broker_id=broker_id, auto_leader_rebalance_enable=False), client,
+                            metadata, lambda topic: {}, clock, sleep=no_delay)
+    controller.enabled = True
+    await controller.try_elect()
+    return BrokerParts(client, metadata, controller)
+
+
+def test_controller_elects_leaders_and_fails_over_on_the_twin() -> None:
+    async def scenario() -> None:
+        ticks = itertools.count(1_700_000_000_000)
+        ensemble = InMemoryZooKeeper(clock=lambda: next(ticks))
+        first = await start_broker(ensemble, 1, lambda: next(ticks))
+        second = await start_broker(ensemble, 2, lambda: next(ticks))
+        assert first.controller.active and not second.controller.active
+        assert sorted(await registered_brokers(second.client)) == ["127.0.0.1:9091", "127.0.0.1:9092"]
+
+        assignment = znodes.TopicAssignment(partitions={0: [1, 2], 1: [2, 1]}, topic_id="topic-id")
+        await first.client.create(znodes.topic_path("orders"), assignment.to_bytes())
+
+        def leaders(parts: BrokerParts) -> dict[int, tuple[int, int, list[int]]]:
+            info = parts.metadata.topics.get("orders")
+            return {number: (entry.leader, entry.leader_epoch, entry.isr)
+                    for number, entry in (info.partitions.items() if info else ())}
+
+        await until(lambda: leaders(second) == {0: (1, 0, [1, 2]), 1: (2, 0, [2, 1])})
+
+        # The controller's session expires: its registration and /controller go with it.
+        first.client.expire_session()
+        await until(lambda: second.controller.active)
+        await until(lambda: leaders(second) == {0: (2, 1, [2]), 1: (2, 1, [2])})
+        await until(lambda: not first.controller.active and first.metadata.controller_id == 2)
+        assert second.controller.epoch == first.controller.epoch + 1 == 2
+        assert sorted(second.metadata.brokers) == [2]
+        data, _ = await second.client.get(znodes.partition_state_path("orders", 0))
+        assert znodes.PartitionState.from_bytes(data).controller_epoch == 2
+
+        for parts in (first, second):
+            await parts.controller.stop()
+            parts.metadata.stop()
+            await parts.client.stop()
+        await ensemble.settle()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10.0))
+
+
+class ManualTimer:
+    """A ``sleep`` whose delays end only when the test says so (time stands still otherwise)."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[float, asyncio.Event]] = []
+
+    async def sleep(self, seconds: float) -> None:
+        done = asyncio.Event()
+        self.pending.append((seconds, done))
+        await done.wait()
+
+    def expire_all(self) -> list[float]:
+        delays = [seconds for seconds, _ in self.pending]
+        for _, done in self.pending:
+            done.set()
+        self.pending.clear()
+        return delays
+
+
+def test_metadata_wait_for_ends_on_a_change_or_when_the_injected_timer_runs_out() -> None:
+    async def scenario() -> None:
+        ensemble = InMemoryZooKeeper()
+        client = ensemble.client()
+        await client.start()
+        await client.ensure_paths(znodes.PERSISTENT_PATHS)
+        await client.create(znodes.CLUSTER_ID_PATH, znodes.ClusterId("twin-cluster").to_bytes(), makepath=True)
+        timer = ManualTimer()
+        metadata = MetadataCache(client, 1, sleep=timer.sleep)
+        await metadata.start()
+
+        appears = asyncio.ensure_future(metadata.wait_for(lambda: "orders" in metadata.topics, 30.0))
+        never = asyncio.ensure_future(metadata.wait_for(lambda: "missing" in metadata.topics, 5.0))
+        await until(lambda: len(timer.pending) == 2)
+        assignment = znodes.TopicAssignment(partitions={0: [1]}, topic_id="topic-id")
+        await client.create(znodes.topic_path("orders"), assignment.to_bytes())
+        assert await appears is True  # a change ended the wait; no time passed
+        assert not never.done()
+        assert sorted(timer.expire_all()) == [5.0, 30.0]
+        assert await never is False
+        assert await metadata.wait_for(lambda: True, 0.0) is True
+        assert await metadata.wait_for(lambda: False, 0.0) is False
+        metadata.stop()
+        await client.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10.0))

@@ -78,17 +78,27 @@ def produce_all(cluster: BrokerCluster, name: str, options: dict[str, Any], acke
         producer.close()
 
 
-def read_everything(cluster: BrokerCluster) -> dict[int, list[tuple[int, bytes]]]:
-    """Every record of the topic as (offset, value), per partition, up to the end offsets."""
+def read_everything(cluster: BrokerCluster, acknowledged_ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of the topic as (offset, value), per partition, up to the end offsets.
+
+    After a restart a leader's high watermark starts from its checkpoint and moves up as the
+    followers fetch again, so the read waits until every partition's end offset covers the
+    acknowledged records (``acknowledged_ends``: partition -> highest acknowledged offset + 1);
+    an end that never gets there means acknowledged records were lost.
+    """
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False,
                              max_partition_fetch_bytes=1024 * 1024)
     try:
         partitions = [TopicPartition(TOPIC, number) for number in range(PARTITIONS)]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-        ends = consumer.end_offsets(partitions)
-        records: dict[int, list[tuple[int, bytes]]] = {number: [] for number in range(PARTITIONS)}
         deadline = time.monotonic() + 60
+        ends = consumer.end_offsets(partitions)
+        while any(ends[tp] < acknowledged_ends.get(tp.partition, 0) for tp in partitions):
+            assert time.monotonic() < deadline, f"end offsets {ends} stay below the acknowledged {acknowledged_ends}"
+            time.sleep(0.1)  # polling interval of the end-offset condition above
+            ends = consumer.end_offsets(partitions)
+        records: dict[int, list[tuple[int, bytes]]] = {number: [] for number in range(PARTITIONS)}
         while any(consumer.position(tp) < ends[tp] for tp in partitions):
             assert time.monotonic() < deadline, f"read only up to {[consumer.position(tp) for tp in partitions]}"
             for tp, batch in consumer.poll(timeout_ms=500).items():
@@ -134,7 +144,11 @@ def test_acknowledged_records_are_fsynced_once_and_in_order(cluster: BrokerClust
         broker.wait_ready(60)
     cluster.wait_in_sync(TOPIC, timeout=60)
 
-    records = read_everything(cluster)
+    acknowledged_ends = dict.fromkeys(range(PARTITIONS), 0)
+    for offsets in acked.values():
+        for number, offset in offsets:
+            acknowledged_ends[number] = max(acknowledged_ends[number], offset + 1)
+    records = read_everything(cluster, acknowledged_ends)
     by_offset = {number: dict(items) for number, items in records.items()}
     for number, items in records.items():
         offsets = [offset for offset, _ in items]

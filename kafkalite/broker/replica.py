@@ -506,15 +506,25 @@ class ReplicaManager:
     async def _isr_upkeep_loop(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            for partition in list(self.partitions.values()):
-                if not partition.is_leader or partition.pending_isr is not None:
-                    continue
-                laggards = partition.isr_shrink_candidates(self.config.replica_lag_time_max_ms)
-                if laggards:
-                    new_isr = [replica for replica in partition.isr if replica not in laggards]
-                    log.info("%s: shrinking ISR from %s to %s (lagging: %s)", partition.name, partition.isr,
-                             new_isr, laggards)
-                    self._schedule_isr_write(partition, new_isr)
+            self.shrink_lagging_isrs()
+
+    def shrink_lagging_isrs(self) -> list[Partition]:
+        """One ISR upkeep pass: for each led partition with no ISR write in flight, schedule
+        the conditional state-znode write that drops followers not caught up for
+        ``replica.lag.time.max.ms`` (by the injected clock). Returns the partitions whose write
+        was scheduled; the writes run as tasks on the loop."""
+        shrinking: list[Partition] = []
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader or partition.pending_isr is not None:
+                continue
+            laggards = partition.isr_shrink_candidates(self.config.replica_lag_time_max_ms)
+            if laggards:
+                new_isr = [replica for replica in partition.isr if replica not in laggards]
+                log.info("%s: shrinking ISR from %s to %s (lagging: %s)", partition.name, partition.isr,
+                         new_isr, laggards)
+                self._schedule_isr_write(partition, new_isr)
+                shrinking.append(partition)
+        return shrinking
 
     def _schedule_isr_write(self, partition: Partition, new_isr: list[int]) -> None:
         key = (partition.topic, partition.partition)

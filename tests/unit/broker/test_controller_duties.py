@@ -1,0 +1,164 @@
+"""Controller duties on the twin: leader election on broker loss, unclean election, controlled
+shutdown and partition reassignment (broker/controller.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from kafkalite.coord import znodes
+from kafkalite.errors import StaleBrokerEpochError
+from tests.unit.broker.harness import BrokerCluster
+
+Run = Callable[[Callable[[BrokerCluster], Awaitable[None]]], object]
+
+
+def leader_isr_epoch(cluster: BrokerCluster, topic: str, partition: int) -> tuple[int, list[int], int]:
+    found = cluster.state(topic, partition)
+    assert found is not None, f"{topic}-{partition} has no state"
+    return found[0].leader, found[0].isr, found[0].leader_epoch
+
+
+async def three_brokers_with(cluster: BrokerCluster, partitions: dict[int, list[int]]) -> None:
+    for broker_id in (1, 2, 3):
+        await cluster.add_broker(broker_id)
+    await cluster.create_topic("events", partitions)
+    await cluster.wait_until(lambda: all(cluster.state("events", p) is not None for p in partitions),
+                             "every partition is elected")
+
+
+def test_new_partitions_are_led_by_the_first_live_replica_with_every_live_replica_in_sync(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3, 1], 1: [3, 1, 2]})
+        assert leader_isr_epoch(cluster, "events", 0) == (2, [2, 3, 1], 0)
+        assert leader_isr_epoch(cluster, "events", 1) == (3, [3, 1, 2], 0)
+        state = cluster.state("events", 0)
+        assert state is not None and state[0].controller_epoch == 1
+        # Every broker's cache saw the decision through its own watch.
+        def every_cache_knows_the_leader() -> bool:
+            infos = [cluster.partition_info(broker_id, "events", 0) for broker_id in (1, 2, 3)]
+            return all(info is not None and info.leader == 2 and info.isr == [2, 3, 1] for info in infos)
+
+        await cluster.wait_until(every_cache_knows_the_leader, "every cache knows the leader")
+
+    run(scenario)
+
+
+def test_losing_a_leader_elects_the_next_isr_member_bumps_the_epoch_and_shrinks_the_isr(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3, 1], 1: [3, 2, 1], 2: [1, 3]})
+        cluster.expire(2)
+        await cluster.wait_until(lambda: leader_isr_epoch(cluster, "events", 0)[0] == 3, "partition 0 moves to 3")
+        await cluster.wait_until(lambda: 2 not in leader_isr_epoch(cluster, "events", 1)[1], "2 leaves ISR of 1")
+        assert leader_isr_epoch(cluster, "events", 0) == (3, [3, 1], 1)
+        assert leader_isr_epoch(cluster, "events", 1) == (3, [3, 1], 1)  # a dead follower leaves the ISR
+        assert leader_isr_epoch(cluster, "events", 2) == (1, [1, 3], 0)  # untouched: 2 is not a replica
+
+    run(scenario)
+
+
+def test_leadership_never_goes_outside_the_isr_unless_unclean_election_is_enabled(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3], 1: [2, 3]})
+        # Broker 3 fell behind on both partitions: the ISR is the leader alone.
+        for partition in (0, 1):
+            info = cluster.partition_info(1, "events", partition)
+            assert info is not None and info.state is not None
+            shrunk = znodes.PartitionState(2, 0, [2], info.state.controller_epoch)
+            await cluster.write_state("events", partition, shrunk)
+        cluster.topic_configs["events"] = {}
+        await cluster.wait_for_passes(1)
+        cluster.expire(2)
+        await cluster.wait_until(lambda: leader_isr_epoch(cluster, "events", 0)[0] == -1, "partition 0 offline")
+        leader, isr, epoch = leader_isr_epoch(cluster, "events", 0)
+        assert (leader, isr, epoch) == (-1, [2], 1)  # offline, the last ISR kept for a clean recovery
+        await cluster.wait_for_passes(1)
+        assert leader_isr_epoch(cluster, "events", 0) == (-1, [2], 1)  # and it stays so
+
+        cluster.topic_configs["events"] = {"unclean.leader.election.enable": "true"}
+        await cluster.wait_for_passes(1)
+        assert leader_isr_epoch(cluster, "events", 0) == (3, [3], 2)
+
+    run(scenario)
+
+
+def test_a_returning_isr_member_leads_an_offline_partition_again(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3]})
+        await cluster.write_state("events", 0, znodes.PartitionState(2, 0, [2], 1))
+        await cluster.wait_for_passes(1)
+        cluster.expire(2)  # the session expires; the twin gives the client a new one at once
+        await cluster.wait_until(lambda: leader_isr_epoch(cluster, "events", 0)[0] == -1, "offline")
+        await cluster.register(2)  # the broker registers again on its new session
+        await cluster.wait_until(lambda: leader_isr_epoch(cluster, "events", 0)[0] == 2, "2 leads again")
+        assert leader_isr_epoch(cluster, "events", 0) == (2, [2], 2)
+
+    run(scenario)
+
+
+def test_controlled_shutdown_moves_leadership_off_the_broker_and_removes_it_from_every_isr(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3, 1], 1: [3, 2, 1], 2: [1, 3], 3: [2]})
+        controller = cluster.nodes[1].controller
+        epoch_of_2 = cluster.nodes[1].metadata.brokers[2].epoch
+        with pytest.raises(StaleBrokerEpochError):
+            await controller.controlled_shutdown(2, epoch_of_2 + 1000)
+        assert leader_isr_epoch(cluster, "events", 0) == (2, [2, 3, 1], 0)  # a stale request changes nothing
+
+        remaining = await controller.controlled_shutdown(2, epoch_of_2)
+        assert remaining == [("events", 3)]  # its only replica cannot move anywhere
+        assert leader_isr_epoch(cluster, "events", 0) == (3, [3, 1], 1)
+        assert leader_isr_epoch(cluster, "events", 1) == (3, [3, 1], 1)
+        assert leader_isr_epoch(cluster, "events", 2) == (1, [1, 3], 0)
+        assert leader_isr_epoch(cluster, "events", 3) == (2, [2], 0)
+
+        # Broker 2 is still registered, but while it shuts down no election may pick it.
+        cluster.expire(3)
+        await cluster.wait_until(lambda: leader_isr_epoch(cluster, "events", 0)[0] == 1, "partition 0 moves to 1")
+        assert leader_isr_epoch(cluster, "events", 0) == (1, [1], 2)
+        assert leader_isr_epoch(cluster, "events", 1) == (1, [1], 2)
+
+    run(scenario)
+
+
+def test_reassignment_adds_replicas_waits_for_the_isr_moves_leadership_then_removes_old_replicas(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        for broker_id in (1, 2, 3, 4):
+            await cluster.add_broker(broker_id)
+        await cluster.create_topic("moves", {0: [1, 2, 3], 1: [2, 3, 4]})
+        await cluster.wait_until(lambda: cluster.state("moves", 0) is not None and cluster.state("moves", 1)
+                                 is not None, "elected")
+        request = znodes.ReassignmentRequest([znodes.PartitionReassignment("moves", 0, [2, 3, 4])])
+        await cluster.admin.create(znodes.REASSIGN_PARTITIONS_PATH, request.to_bytes())
+
+        # Step 1: replicas = target + old, with the adding and removing sets recorded.
+        await cluster.wait_until(lambda: cluster.assignment("moves").partitions[0] == [2, 3, 4, 1],
+                                 "the new replica is added")
+        assignment = cluster.assignment("moves")
+        assert assignment.adding_replicas == {0: [4]} and assignment.removing_replicas == {0: [1]}
+        assert assignment.partitions[1] == [2, 3, 4]  # another partition is left alone
+
+        # Step 2: nothing more while broker 4 is not in sync.
+        await cluster.wait_for_passes(1, 3)
+        assert leader_isr_epoch(cluster, "moves", 0) == (1, [1, 2, 3], 0)
+        assert cluster.ensemble.read(znodes.REASSIGN_PARTITIONS_PATH) is not None
+
+        # The leader (broker 1) expands its ISR once 4 caught up: a conditional write, as the
+        # replica manager does.
+        found = cluster.state("moves", 0)
+        assert found is not None
+        await cluster.admin.set(znodes.partition_state_path("moves", 0),
+                                znodes.PartitionState(1, 0, [1, 2, 3, 4], found[0].controller_epoch).to_bytes(),
+                                found[1].version)
+
+        # Steps 3 and 4: a target replica leads, the ISR drops broker 1, the replicas become the
+        # target and the request znode goes.
+        await cluster.wait_until(lambda: cluster.ensemble.read(znodes.REASSIGN_PARTITIONS_PATH) is None,
+                                 "the reassignment completes")
+        assert leader_isr_epoch(cluster, "moves", 0) == (2, [2, 3, 4], 1)
+        assignment = cluster.assignment("moves")
+        assert assignment.partitions == {0: [2, 3, 4], 1: [2, 3, 4]}
+        assert assignment.adding_replicas == {} and assignment.removing_replicas == {}
+
+    run(scenario)

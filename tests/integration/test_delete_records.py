@@ -5,16 +5,25 @@ reset to it from below), and offsets beyond the high watermark are OFFSET_OUT_OF
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kafkalite.client import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
+from kafkalite.client import (
+    AIOKafkaAdminClient,
+    KafkaAdminClient,
+    KafkaConsumer,
+    KafkaProducer,
+    NewTopic,
+    TopicPartition,
+)
 from kafkalite.client.types import RecordsToDelete
 from kafkalite.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalite.storage import checkpoint, files
@@ -198,6 +207,16 @@ def test_delete_records_moves_the_low_watermark_on_every_replica(cluster: Broker
 
     assert cluster.wait_for(offsets_on_broker_2, 30, "broker 2 leading") == [40, 100]
     assert consume_from(cluster, tp, None, 100) == list(range(40, 100))
+
+    async def delete_with_asyncio_client() -> dict[TopicPartition, dict[str, Any]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            return await admin.delete_records({tp: 50}, timeout_ms=10_000)
+        finally:
+            await admin.close()
+
+    assert asyncio.run(delete_with_asyncio_client())[tp]["low_watermark"] == 50  # the new leader, alone in the ISR
+    assert consume_from(cluster, tp, None, 100) == list(range(50, 100))
     for broker in cluster.brokers.values():
         problems = [line for line in broker.log_path.read_text(errors="replace").splitlines()
                     if "] ERROR " in line or line.startswith("Traceback")]

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 #: Every JSON route that takes a POST body (the group routes included).
 JSON_POST_ROUTES = [
     protocol.METADATA, protocol.LIST_OFFSETS, protocol.OFFSETS_FOR_LEADER_EPOCH, protocol.INIT_PRODUCER_ID,
+    protocol.DELETE_RECORDS,
     protocol.CREATE_TOPICS, protocol.DELETE_TOPICS, protocol.CREATE_PARTITIONS, protocol.DESCRIBE_CONFIGS,
     protocol.ALTER_CONFIGS, protocol.ELECT_LEADERS, protocol.CONTROLLED_SHUTDOWN,
     protocol.ALTER_PARTITION_REASSIGNMENTS, protocol.LIST_PARTITION_REASSIGNMENTS,
@@ -188,6 +189,9 @@ def test_malformed_json_is_a_named_client_error_on_every_route(single: BrokerClu
         (protocol.ALTER_PARTITION_REASSIGNMENTS, {"partitions": [{"topic": "boundary", "partition": 0,
                                                                   "replicas": [1.0]}]}),
         (protocol.DELETE_TOPICS, {"topics": [1]}),
+        (protocol.DELETE_RECORDS, {"partitions": [None]}),
+        (protocol.DELETE_RECORDS, {"partitions": [{"topic": "boundary", "partition": 0, "offset": 1.5}]}),
+        (protocol.DELETE_RECORDS, {"partitions": [{"topic": "boundary", "partition": 0, "offset": 2 ** 70}]}),
         (protocol.METADATA, {"topics": ["boundary", None]}),
         # values the group records cannot hold (Kafka's int32 fields and int16-length strings)
         (protocol.OFFSET_COMMIT, {"group_id": "g", "topics": [

@@ -11,6 +11,7 @@ import asyncio
 import http.client
 import json
 import random
+import re
 import socket
 import struct
 import time
@@ -21,7 +22,7 @@ import pytest
 
 from kafkalite import KafkaConsumer as KafkaliteConsumer, TopicPartition as KafkaliteTopicPartition
 from tests.support import kafka_wire as wire
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import ROOT, BrokerCluster
 
 pytestmark = pytest.mark.integration
 
@@ -358,3 +359,21 @@ def test_listener_fuzz_leaves_the_broker_serving(cluster: BrokerCluster) -> None
     consumer.seek(TopicPartition(topic, 0), offset)
     assert next(iter(consumer)).value == b"after the fuzz"
     consumer.close()
+
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _readme_block(name: str) -> str:
+    match = re.search(rf"<!-- readme-test: {name} -->\s*```python\n(.*?)```", README, re.S)
+    assert match, f"README has no block marked readme-test: {name}"
+    return match.group(1)
+
+
+def test_readme_kafka_client_blocks_run_as_written(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("kafka-python", "confluent-kafka"):
+        exec(compile(_readme_block(name).replace("localhost:9092", cluster.bootstrap), f"README:{name}", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    # kafka-python's producer created "orders" and wrote the first record; confluent-kafka the second
+    assert printed[0] == "0 0 b'user1' b'login'"
+    assert printed[-1] == "0 0 b'user1' b'login'"

@@ -279,3 +279,20 @@ def test_a_client_that_does_not_read_is_not_read_from() -> None:
         await connection.stop()
 
     run(scenario())
+
+
+def test_a_large_unfinished_frame_behind_queued_ones_does_not_stall_reading() -> None:
+    async def scenario() -> None:
+        names = [f"topic-{index:04d}" for index in range(60)]
+        first = request_frame(3, 1, 1, metadata_request(1, names))
+        second = request_frame(3, 1, 2, metadata_request(1, names))
+        connection, transport = _connection(max_bytes=len(first) + 10)
+        connection.data_received(first + second[:-5])  # the second frame is nearly complete
+        await _until(lambda: len(transport.written) == 1)
+        assert not transport.paused
+        connection.data_received(second[-5:])
+        await _until(lambda: len(transport.written) == 2)
+        assert [read_response(frame, 3, 1)[0] for frame in transport.written] == [1, 2]
+        await connection.stop()
+
+    run(scenario())

@@ -84,7 +84,8 @@ async def _find_one(context: KafkaRequestContext, key: str, key_type: int) -> di
     except BrokerResponseError as exc:
         error = exc
     if error is not None:
-        return {"key": key, "error_code": error.errno, "error_message": str(error), "node_id": -1, "host": "",
+        message = str(error.args[0]) if error.args else error.description
+        return {"key": key, "error_code": error.errno, "error_message": message, "node_id": -1, "host": "",
                 "port": -1}
     return {"key": key, "error_code": 0, "error_message": None, "node_id": answer.node_id, "host": answer.host,
             "port": answer.port}

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime
 import uuid
+from collections import deque
 from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
@@ -20,19 +21,22 @@ from kio.schema.create_partitions.v3 import request as create_partitions_v3
 from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.describe_configs.v4 import request as describe_configs_v4
+from kio.schema.describe_producers.v0 import request as describe_producers_v0
 from kio.schema.elect_leaders.v2 import request as elect_leaders_v2
 from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 
 from kafkalite.broker.admin import NewTopic
 from kafkalite.broker.kafka import admin
 from kafkalite.broker.kafka.context import KafkaRequestContext
-from kafkalite.broker.services import AdminRequests
+from kafkalite.broker.producer_state import BatchEntry, ProducerEntry
+from kafkalite.broker.services import AdminRequests, ReplicaService
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     ElectionNotNeededError,
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidRequestError,
+    NotLeaderForPartitionError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -215,3 +219,23 @@ def test_elect_leaders_preferred_results_and_unclean_refused() -> None:
     unclean = run(admin.elect_leaders(context, elect_leaders_v2.ElectLeadersRequest(
         election_type=1, topic_partitions=None, timeout=TIMEOUT)))
     assert unclean["error_code"] == InvalidRequestError.errno
+
+
+def test_describe_producers_from_the_leaders_producer_state() -> None:
+    class ReplicaManager:
+        def producers(self, topic: str, number: int) -> dict[int, ProducerEntry]:
+            if number == 1:
+                raise NotLeaderForPartitionError(f"broker 0 does not lead {topic}-{number}")
+            return {7: ProducerEntry(2, deque([BatchEntry(0, 4, 10, 14, 1234)]), 1234)}
+
+    _, context = harness()
+    services: Any = SimpleNamespace(replicas=ReplicaService(ReplicaManager(), None))  # type: ignore[arg-type]
+    context = dataclasses.replace(context, services=services)
+    answer = run(admin.describe_producers(context, describe_producers_v0.DescribeProducersRequest(topics=(
+        describe_producers_v0.TopicRequest(name="clicks", partition_indexes=(0, 1)),))))
+    assert answer == {"topics": [{"name": "clicks", "partitions": [
+        {"partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [
+            {"producer_id": 7, "producer_epoch": 2, "last_sequence": 4, "last_timestamp": 1234,
+             "coordinator_epoch": -1, "current_txn_start_offset": -1}]},
+        {"partition_index": 1, "error_code": NotLeaderForPartitionError.errno,
+         "error_message": "broker 0 does not lead clicks-1", "active_producers": []}]}]}

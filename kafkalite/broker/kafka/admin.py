@@ -1,5 +1,5 @@
 """The admin APIs over the Kafka protocol: CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and ElectLeaders.
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, ElectLeaders and DescribeProducers.
 
 Each handler reads the kio request, builds the typed items of
 :class:`~kafkalite.broker.services.AdminRequests` (an item that cannot be built is a
@@ -30,7 +30,7 @@ from kafkalite.broker.services import ConfigChange, ConfigResource, ItemOutcome,
 from kafkalite.errors import BrokerResponseError, InvalidPartitionsError, InvalidRequestError, KafkaliteError
 
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 32, 33
-CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 37, 43, 44
+CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_PRODUCERS = 37, 43, 44, 61
 
 #: Kafka's config resource types and kafkalite's names for them.
 RESOURCE_TYPES = {2: "topic", 4: "broker"}
@@ -250,6 +250,21 @@ async def elect_leaders(context: KafkaRequestContext, request: Any) -> KafkaAnsw
                                                           for topic, results in by_topic.items()]}
 
 
+async def describe_producers(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
+    """The idempotent producers of partitions this broker leads. Without transactions no
+    producer has a coordinator epoch or an open transaction (-1 for both)."""
+    wanted = [(topic.name, number) for topic in request.topics for number in topic.partition_indexes]
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for answer in context.services.replicas.describe_producers(wanted):
+        by_topic.setdefault(answer.topic, []).append({
+            "partition_index": answer.partition, **_outcome(answer.error),
+            "active_producers": [{"producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
+                                  "last_sequence": producer.last_sequence,
+                                  "last_timestamp": producer.last_timestamp, "coordinator_epoch": -1,
+                                  "current_txn_start_offset": -1} for producer in answer.producers]})
+    return {"topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
+
+
 HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(CREATE_TOPICS, 2, 7, create_topics),
     ApiHandler(DELETE_TOPICS, 1, 6, delete_topics),
@@ -258,4 +273,5 @@ HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(ALTER_CONFIGS, 0, 2, alter_configs),
     ApiHandler(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
     ApiHandler(ELECT_LEADERS, 0, 2, elect_leaders),
+    ApiHandler(DESCRIBE_PRODUCERS, 0, 0, describe_producers),
 )

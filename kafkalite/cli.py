@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "get-offsets": "kafkalite.tools.get_offsets",
     "configs": "kafkalite.tools.configs",
     "leader-election": "kafkalite.tools.leader_election",
+    "delete-records": "kafkalite.tools.delete_records",
     "reassign-partitions": "kafkalite.tools.reassign_partitions",
     "broker-api-versions": "kafkalite.tools.broker_api_versions",
     "zookeeper-shell": "kafkalite.tools.zookeeper_shell",

@@ -236,6 +236,7 @@ def build_app(services: BrokerServices) -> web.Application:
         web.get(protocol.CHANNEL, api.channel),
         web.post(protocol.LIST_OFFSETS, api.list_offsets),
         web.post(protocol.OFFSETS_FOR_LEADER_EPOCH, api.offsets_for_leader_epoch),
+        web.post(protocol.DELETE_RECORDS, api.delete_records),
         web.post(protocol.INIT_PRODUCER_ID, api.init_producer_id),
         web.post(protocol.CREATE_TOPICS, api.create_topics),
         web.post(protocol.DELETE_TOPICS, api.delete_topics),
@@ -412,6 +413,11 @@ class BrokerApi:
         body = await _json_body(request)
         answers = self.services.replicas.offsets_for_leader_epoch(codec.decode_epoch_queries(body))
         return _json_response(codec.encode_epoch_answers(answers))
+
+    async def delete_records(self, request: web.Request) -> web.Response:
+        queries, timeout_ms = codec.decode_delete_records(await _json_body(request), self.config.request_timeout_ms)
+        answers = await self.services.replicas.delete_records(queries, timeout_ms)
+        return _json_response(codec.encode_delete_records(answers))
 
     async def init_producer_id(self, request: web.Request) -> web.Response:
         await _json_body(request)

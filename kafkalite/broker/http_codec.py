@@ -43,6 +43,8 @@ from kafkalite.broker.services import (
     BrokerHealth,
     ConfigChange,
     ConfigResource,
+    DeleteRecordsAnswer,
+    DeleteRecordsQuery,
     EpochAnswer,
     EpochQuery,
     FetchedRecords,
@@ -116,6 +118,20 @@ def decode_epoch_queries(body: Json) -> list[EpochQuery]:
 def encode_epoch_answers(answers: list[EpochAnswer]) -> Json:
     return {"partitions": [{"topic": item.topic, "partition": item.partition, "leader_epoch": item.leader_epoch,
                             "end_offset": item.end_offset, **outcome(item.error)} for item in answers]}
+
+
+def decode_delete_records(body: Json, default_timeout_ms: int) -> tuple[list[DeleteRecordsQuery], int]:
+    """The partitions of a DeleteRecords (offset -1: the high watermark) and its timeout."""
+    timeout_ms = protocol.require(body, "timeout_ms", int, default_timeout_ms, minimum=0, maximum=protocol.INT32_MAX)
+    return [DeleteRecordsQuery(protocol.require(item, "topic", str),
+                               protocol.require(item, "partition", int, minimum=0, maximum=protocol.INT32_MAX),
+                               protocol.require(item, "offset", int))
+            for item in protocol.require_objects(body, "partitions")], timeout_ms
+
+
+def encode_delete_records(answers: list[DeleteRecordsAnswer]) -> Json:
+    return {"partitions": [{"topic": item.topic, "partition": item.partition, "low_watermark": item.low_watermark,
+                            **outcome(item.error)} for item in answers]}
 
 
 # -- admin --------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ whether this broker leads it, follows it, or neither (no leader elected). As lea
 every follower's log end offset and last caught-up time, advances the high watermark (the
 smallest log end offset over the ISR, never backwards), decides ISR shrink and expansion
 candidates (Kafka's ``replica.lag.time.max.ms`` rules), and completes ``acks=all`` produce
-waits and long-poll fetch waits when the log or the high watermark moves.
+waits and long-poll fetch waits when the log or the high watermark moves. It also tracks each
+follower's log start offset (reported in its fetches), so a DeleteRecords can wait until the
+low watermark — the smallest log start offset over the ISR — reaches its offset.
 
 Concurrency: event-loop only: its state, the producer state and its waiters are read and
 written on the loop thread that created it (:meth:`Partition.check_loop_thread` raises
@@ -78,6 +80,8 @@ class FollowerState:
     """What the leader knows of one follower."""
 
     log_end_offset: int = -1
+    #: The follower's log start offset, as its last fetch reported it (-1: not known yet).
+    log_start_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_leader_end: int = -1
     last_fetch_ms: int = 0
@@ -106,6 +110,8 @@ class Partition:
         self.producer_state = ProducerStateManager()
         self._data_waiters: list[asyncio.Future[None]] = []
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # DeleteRecords waits: (log start offset the ISR must reach, future).
+        self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._loop_thread = threading.get_ident()
         # Produce requests that went through the queue and are not appended yet; while there is
         # one, every later request of this partition queues too (see the module docstring).
@@ -210,6 +216,7 @@ class Partition:
         self.pending_isr = None
         if self.is_leader:
             self.maybe_advance_high_watermark()
+            self._complete_start_waiters()
 
     def fail_waiters(self, error: BrokerResponseError) -> int:
         """Answer every parked acks=all wait with ``error`` and wake every long-poll fetch (they
@@ -380,8 +387,9 @@ class Partition:
                 f"{self.name}: not replicated to the ISR {self.isr} within {timeout * 1000:.0f} ms"))
 
     # -- leader: replication tracking ---------------------------------------------------------
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset``: everything below it is on the follower."""
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
+        """A follower fetched from ``fetch_offset``: everything below it is on the follower,
+        whose log starts at ``log_start_offset`` (-1: it did not say)."""
         state = self.followers.get(replica_id)
         if state is None:
             if replica_id not in self.replicas:
@@ -397,6 +405,62 @@ class Partition:
         state.last_fetch_leader_end = leader_end
         state.last_fetch_ms = now
         self.maybe_advance_high_watermark()
+        if log_start_offset >= 0 and log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self._complete_start_waiters()
+
+    @property
+    def low_watermark(self) -> int:
+        """The smallest log start offset over the leader and the followers in the ISR (Kafka's
+        low watermark; -1 while a follower in the ISR has not reported its own yet)."""
+        low = self.log.log_start_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None or state.log_start_offset < 0:
+                return -1
+            low = min(low, state.log_start_offset)
+        return low
+
+    async def wait_for_low_watermark(self, offset: int, timeout: float) -> None:
+        """Wait until every replica in the ISR starts its log at ``offset`` or later
+        (DeleteRecords); REQUEST_TIMED_OUT after ``timeout`` seconds, NOT_LEADER_OR_FOLLOWER
+        when leadership moves meanwhile."""
+        if self.low_watermark >= offset:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._start_waiters.append((offset, future))
+        timer = loop.call_later(timeout, self._low_watermark_timed_out, future, offset, timeout)
+        try:
+            await future
+        finally:
+            timer.cancel()
+            if not future.done():
+                future.cancel()
+
+    def _low_watermark_timed_out(self, future: asyncio.Future[None], offset: int, timeout: float) -> None:
+        if not future.done():
+            lagging = sorted(replica for replica, state in self.followers.items()
+                             if replica in self.isr and state.log_start_offset < offset)
+            future.set_exception(RequestTimedOutError(
+                f"{self.name}: the leader's log starts at {self.log.log_start_offset}, but the followers "
+                f"{lagging} of the ISR did not reach {offset} within {timeout * 1000:.0f} ms"))
+
+    def _complete_start_waiters(self) -> None:
+        if not self._start_waiters:
+            return
+        low = self.low_watermark
+        remaining = []
+        for required, future in self._start_waiters:
+            if future.done():
+                continue
+            if required <= low:
+                future.set_result(None)
+            else:
+                remaining.append((required, future))
+        self._start_waiters = remaining
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = min log end over the ISR (and caught-up followers); never moves backwards."""
@@ -487,7 +551,9 @@ class Partition:
         self._ack_waiters = remaining
 
     def _fail_ack_waiters(self, error: BrokerResponseError) -> None:
-        waiters, self._ack_waiters = self._ack_waiters, []
+        """Fail acks=all and DeleteRecords waits alike: both need this broker to stay leader."""
+        waiters, self._ack_waiters = self._ack_waiters + self._start_waiters, []
+        self._start_waiters = []
         for _, future in waiters:
             if not future.done():
                 future.set_exception(error)

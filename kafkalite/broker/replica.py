@@ -6,7 +6,9 @@ it names another broker it becomes a follower and hands the partition to the
 :class:`~kafkalite.broker.fetcher.FetcherManager`; when a topic disappears its logs are deleted.
 As leader it serves produce (acks 0/1/all with ``min.insync.replicas``), consumer fetches (up
 to the high watermark, long-polling for ``min_bytes``) and follower fetches (up to the log end,
-detecting divergent followers by leader epoch), and it keeps the ISR in ZooKeeper current:
+detecting divergent followers by leader epoch), DeleteRecords (moving a log start offset, which
+followers adopt from the ``log_start_offset`` of their fetch answers), and it keeps the ISR in
+ZooKeeper current:
 shrinking followers that lag more than ``replica.lag.time.max.ms`` and expanding those that
 caught up, with a conditional write on the state znode's version so concurrent updates never
 overwrite each other. While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
@@ -26,7 +28,10 @@ the producer-state rebuild of a partition not yet published, and on the request 
 * follower append: the CRC check of a replicated chunk over ``FOLLOWER_CHECK_INLINE_BYTES``
   and the fsync; the write, truncation and producer-state update run on the loop. A chunk
   whose partition moved (role, leader, epoch or log end) while it was checked is dropped and
-  fetched again.
+  fetched again;
+* delete records: the log start offset moves on the loop; deleting the segments below it
+  and writing the log-start-offset-checkpoint run on a worker (on the leader and on each
+  follower that adopts the move).
 """
 
 from __future__ import annotations
@@ -385,9 +390,11 @@ class ReplicaManager:
             results, total, idle = await self._read_once(request, is_follower)
             remaining = deadline - loop.time()
             if total >= request.min_bytes or remaining <= 0 or not idle or request.max_wait_ms == 0 \
-                    or any(result.error_code or result.diverging_epoch >= 0 for result in results):
-                # An error or a diverging follower's truncation point is answered at once: a
-                # follower must not wait out a long poll before it can truncate.
+                    or any(result.error_code or result.diverging_epoch >= 0 for result in results) \
+                    or (is_follower and self._log_start_moved(request)):
+                # An error, a diverging follower's truncation point or a log start offset the
+                # follower has not adopted yet (DeleteRecords) is answered at once: a follower
+                # must not wait out a long poll before it can truncate or delete.
                 return results
             # One future for the whole request, completed by the first partition that moves
             # or by the deadline.
@@ -401,6 +408,14 @@ class ReplicaManager:
                 timer.cancel()
                 if not waiter.done():
                     waiter.cancel()
+
+    def _log_start_moved(self, request: FetchRequest) -> bool:
+        """True when a follower's fetch reports a log start offset below this leader's."""
+        for item in request.partitions:
+            partition = self.partitions.get((item.topic, item.partition))
+            if partition is not None and 0 <= item.log_start_offset < partition.log.log_start_offset:
+                return True
+        return False
 
     async def _read_once(self, request: FetchRequest,
                    is_follower: bool) -> tuple[list[FetchResult], int, list[Partition]]:
@@ -450,7 +465,7 @@ class ReplicaManager:
                                        partition.high_watermark, partition_log.log_start_offset,
                                        diverging_epoch=epoch, diverging_end_offset=end_offset,
                                        leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
-            partition.record_follower_fetch(request.replica_id, item.fetch_offset)
+            partition.record_follower_fetch(request.replica_id, item.fetch_offset, item.log_start_offset)
             if request.replica_id not in partition.isr:  # only a follower outside the ISR can join it
                 self._maybe_expand_isr(partition)
             max_offset = None
@@ -495,6 +510,35 @@ class ReplicaManager:
         partition = self._partition_for(topic, number)
         partition.check_leader()
         return dict(partition.producer_state.producers)
+
+    async def delete_records(self, topic: str, number: int, offset: int, timeout_ms: int) -> int:
+        """DeleteRecords on the leader: move the log start offset to ``offset`` (-1: the high
+        watermark), delete the whole segments below it and checkpoint it (on a worker thread),
+        then wait up to ``timeout_ms`` until every follower in the ISR has adopted it. Returns
+        the low watermark. Above the high watermark (or below -1) → OFFSET_OUT_OF_RANGE; off the
+        leader → NOT_LEADER_OR_FOLLOWER; the ISR not there in time → REQUEST_TIMED_OUT (the
+        leader's log start has moved all the same, and the followers still follow)."""
+        if topic in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"cannot delete records of the internal topic {topic}")
+        partition = self._partition_for(topic, number)
+        partition.check_leader()
+        target = partition.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"{partition.name}: cannot delete records before offset {offset}")
+        partition_log = partition.log
+        before = partition_log.log_start_offset
+        if partition_log.delete_records_before(target) > before:
+            log.info("%s: log start offset moved %d -> %d (DeleteRecords)", partition.name, before,
+                     partition_log.log_start_offset)
+            partition.notify_data()  # followers' long polls answer at once, carrying the new log start
+            await asyncio.to_thread(self._delete_below_log_start, partition_log)
+        await partition.wait_for_low_watermark(target, max(0, timeout_ms) / 1000)
+        return partition.low_watermark
+
+    def _delete_below_log_start(self, partition_log: PartitionLog) -> None:
+        """Blocking: delete the segments below the log start offset and checkpoint it."""
+        partition_log.delete_segments_below_start()
+        self.log_manager.checkpoint_log_start_offsets(partition_log)
 
     def end_offset_for_epoch(self, topic: str, number: int, epoch: int) -> tuple[int, int]:
         partition = self._partition_for(topic, number)
@@ -608,6 +652,15 @@ class ReplicaManager:
             if partition_log.flush_pending():
                 await partition.flush_through(partition_log.log_end_offset)
         partition_log.update_high_watermark(min(result.high_watermark, partition_log.log_end_offset))
+        if result.log_start_offset > partition_log.log_start_offset:
+            # The leader deleted records (DeleteRecords): follow it, up to what this replica
+            # knows is committed; the next fetch reports the new start to the leader.
+            previous_start = partition_log.log_start_offset
+            start = partition_log.delete_records_before(min(result.log_start_offset, partition_log.high_watermark))
+            if start > previous_start:
+                log.info("%s: log start offset moved %d -> %d, following leader %d", partition.name, previous_start,
+                         start, partition.leader_id)
+                await asyncio.to_thread(self._delete_below_log_start, partition_log)
         partition.notify_data()
         return size
 

@@ -9,7 +9,8 @@ service modules below, once, so both front ends behave the same. Nothing here kn
 The services:
 
 - :class:`MetadataService` — cluster metadata (with auto topic creation), health.
-- :class:`ReplicaService` — produce, fetch, list offsets, offsets for a leader epoch.
+- :class:`ReplicaService` — produce, fetch, list offsets, offsets for a leader epoch, delete
+  records.
 - :class:`RecordsService` — the human-friendly records surface: produce JSON records to a
   topic (partitioned like the default partitioner) and read decoded records of a partition.
 - :class:`ControllerService` — controlled shutdown, preferred elections, broker-epoch checks.
@@ -25,6 +26,7 @@ Concurrency: event-loop only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,9 +45,11 @@ from kafkalite.errors import (
     BrokerResponseError,
     InvalidRequestError,
     KafkaliteError,
+    KafkaStorageError,
     LeaderNotAvailableError,
     NotControllerError,
     StaleBrokerEpochError,
+    StorageError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -133,6 +137,24 @@ class ProducersAnswer:
     partition: int
     error: BrokerResponseError | None
     producers: list[ActiveProducer] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DeleteRecordsQuery:
+    """Delete the records of a partition before ``offset`` (-1: the high watermark)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class DeleteRecordsAnswer:
+    topic: str
+    partition: int
+    error: BrokerResponseError | None
+    #: The partition's new low watermark (smallest log start offset over the ISR); -1 on error.
+    low_watermark: int = -1
 
 
 @dataclass(frozen=True)
@@ -373,6 +395,31 @@ class ReplicaService:
             except BrokerResponseError as exc:
                 answers.append(ProducersAnswer(topic, number, exc))
         return answers
+
+    async def delete_records(self, queries: list[DeleteRecordsQuery], timeout_ms: int) -> list[DeleteRecordsAnswer]:
+        """DeleteRecords (Kafka's KIP-107) on the partitions this broker leads, answered in the
+        order asked. Each partition's log start offset moves to its offset (-1: the high
+        watermark), the segments below it are deleted and the move checkpointed; the answer
+        waits, for every partition at once and up to ``timeout_ms`` in all, until the followers
+        in the ISR have adopted it, and carries the new low watermark. Per partition errors:
+        OFFSET_OUT_OF_RANGE (beyond the high watermark, or below -1), NOT_LEADER_OR_FOLLOWER,
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (internal topics),
+        REQUEST_TIMED_OUT (the leader moved its log start, the ISR did not follow in time)."""
+
+        async def delete(query: DeleteRecordsQuery) -> DeleteRecordsAnswer:
+            try:
+                low = await self.replica_manager.delete_records(query.topic, query.partition, query.offset,
+                                                                timeout_ms)
+                return DeleteRecordsAnswer(query.topic, query.partition, None, low)
+            except BrokerResponseError as exc:
+                return DeleteRecordsAnswer(query.topic, query.partition, exc)
+            except (StorageError, OSError) as exc:  # a segment or checkpoint file that could not be written
+                log.warning("delete records of %s-%d failed: %s", query.topic, query.partition, exc)
+                return DeleteRecordsAnswer(query.topic, query.partition, KafkaStorageError(str(exc)))
+            except KafkaliteError as exc:
+                return DeleteRecordsAnswer(query.topic, query.partition, as_response_error(exc))
+
+        return list(await asyncio.gather(*(delete(query) for query in queries)))
 
 
 class RecordsService:

@@ -50,6 +50,7 @@ from kafkalite.client.types import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordMetadata,
+    RecordsToDelete,
     TopicPartition,
 )
 
@@ -58,6 +59,6 @@ __all__ = [
     "ConfigResourceType", "ConsumerRebalanceListener", "ConsumerRecord", "CooperativeStickyAssignor",
     "DefaultPartitioner", "FetchedBatch", "GroupInformation", "KafkaAdminClient", "KafkaConsumer", "KafkaProducer",
     "MemberInformation", "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionLag",
-    "RangeAssignor", "RecordFuture", "RecordMetadata", "RoundRobinAssignor", "RoundRobinPartitioner",
+    "RangeAssignor", "RecordFuture", "RecordMetadata", "RecordsToDelete", "RoundRobinAssignor", "RoundRobinPartitioner",
     "StickyAssignor", "TopicPartition",
 ]

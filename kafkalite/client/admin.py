@@ -17,7 +17,12 @@ Results are shaped like kafka-python 3's where practical:
 * ``describe_configs`` → ``{"topic"|"broker": {name: {config: {"value", "config_source",
   "is_default", "read_only"}}}}``; ``alter_configs`` → ``{"topic"|"broker": {name: "OK"}}``;
 * ``list_offsets({tp: timestamp})`` → ``{tp: OffsetAndTimestamp}``; ``elect_leaders`` →
-  ``{TopicPartition: result name}``.
+  ``{TopicPartition: result name}``;
+* ``delete_records({tp: offset or RecordsToDelete(offset)}, timeout_ms=None,
+  partition_leader_id=None)`` (KIP-107; offset -1: the high watermark) → ``{tp:
+  {"partition_index", "low_watermark", "error_code", "error_message", "error"}}``, each
+  partition asked of its leader (again after a leader move, until ``timeout_ms``); the low
+  watermark is the partition's new log start offset on every replica of the ISR.
 
 Consumer groups (each call goes to the group's coordinator, found with FindCoordinator and
 found again when it moves; ListGroups goes to *every* broker, since each answers only for the
@@ -53,13 +58,20 @@ caller's loop.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client._loop import LoopThread
 from kafkalite.client.admin_core import AdminCore, GroupInformation, MemberInformation, PartitionLag
-from kafkalite.client.types import ConfigResource, NewPartitions, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kafkalite.client.types import (
+    ConfigResource,
+    NewPartitions,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordsToDelete,
+    TopicPartition,
+)
 from kafkalite.errors import BrokerResponseError, ConfigError, KafkaliteError
 
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1, 0: 0, 1: 1}
@@ -136,6 +148,14 @@ class KafkaAdminClient:
         """Offsets for timestamps, or for -2 (earliest), -1 (latest), -3 (max timestamp)."""
         return self._loop.run(self._core.list_offsets(topic_partition_timestamps, timeout_ms,
                                                       _ISOLATION[isolation_level]))
+
+    def delete_records(self, records_to_delete: Mapping[TopicPartition, int | RecordsToDelete],
+                       timeout_ms: int | None = None, partition_leader_id: int | None = None,
+                       raise_errors: bool = True) -> dict[TopicPartition, dict[str, Any]]:
+        """Delete each partition's records before its offset (-1: the high watermark); see the
+        module docstring for the result."""
+        return self._loop.run(self._core.delete_records(records_to_delete, timeout_ms, partition_leader_id,
+                                                        raise_errors))
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         answers = self.list_offsets(dict.fromkeys(partitions, protocol.LATEST_TIMESTAMP))
@@ -251,6 +271,11 @@ class AIOKafkaAdminClient:
     async def list_offsets(self, topic_partition_timestamps: dict[TopicPartition, int], timeout_ms: int | None = None,
                            isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, OffsetAndTimestamp]:
         return await self._core.list_offsets(topic_partition_timestamps, timeout_ms, _ISOLATION[isolation_level])
+
+    async def delete_records(self, records_to_delete: Mapping[TopicPartition, int | RecordsToDelete],
+                             timeout_ms: int | None = None, partition_leader_id: int | None = None,
+                             raise_errors: bool = True) -> dict[TopicPartition, dict[str, Any]]:
+        return await self._core.delete_records(records_to_delete, timeout_ms, partition_leader_id, raise_errors)
 
     async def list_consumer_groups(self, broker_ids: Sequence[int] | None = None,
                                    states: Sequence[str] | None = None) -> list[tuple[str, str]]:

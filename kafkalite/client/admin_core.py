@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kafkalite import protocol
@@ -33,6 +33,7 @@ from kafkalite.client.types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    RecordsToDelete,
     TopicPartition,
 )
 from kafkalite.errors import (
@@ -42,8 +43,11 @@ from kafkalite.errors import (
     CoordinatorNotAvailableError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    LeaderNotAvailableError,
     NoBrokersAvailable,
     NotCoordinatorError,
+    NotLeaderForPartitionError,
+    UnknownTopicOrPartitionError,
 )
 from kafkalite.transport import AsyncTransport
 
@@ -364,6 +368,85 @@ class AdminCore:
                                      timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
                                      retry_backoff_ms=self.retry_backoff_ms)
         return {tp: OffsetAndTimestamp(offset, timestamp, epoch) for tp, (offset, timestamp, epoch) in answers.items()}
+
+    async def delete_records(self, records_to_delete: Mapping[Any, Any], timeout_ms: int | None,
+                             partition_leader_id: int | None,
+                             raise_errors: bool) -> dict[TopicPartition, dict[str, Any]]:
+        """DeleteRecords: each partition to its leader (or all to ``partition_leader_id``), asked
+        again after a metadata refresh while a partition's leader moves, until ``timeout_ms``."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, value in records_to_delete.items():
+            offset = value.before_offset if isinstance(value, RecordsToDelete) else value
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise ConfigError(f"records to delete of {tp} must be an offset or RecordsToDelete, got {value!r}")
+            wanted[TopicPartition(*tp)] = offset
+        timeout = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        deadline = time.monotonic() + timeout / 1000
+        results: dict[TopicPartition, dict[str, Any]] = {}
+        pending = dict(wanted)
+        self.metadata.add_topics({tp.topic for tp in pending})
+        while pending:
+            view = await self.metadata.refresh()
+            by_address: dict[str, list[TopicPartition]] = {}
+            leaderless: set[TopicPartition] = set()
+            for tp in pending:
+                leader = partition_leader_id if partition_leader_id is not None else view.leader(tp)
+                address = view.address_of(leader) if leader >= 0 else None
+                if address is None:
+                    known = view.partitions.get(tp.topic)
+                    error: BrokerResponseError = LeaderNotAvailableError(f"{tp.topic}-{tp.partition} has no leader")
+                    if known is None or tp.partition >= len(known):
+                        error = UnknownTopicOrPartitionError(f"unknown partition {tp.topic}-{tp.partition}")
+                    else:
+                        leaderless.add(tp)  # an election is under way: ask again
+                    results[tp] = self._deleted(tp, -1, error)
+                    continue
+                by_address.setdefault(address, []).append(tp)
+            asked = await asyncio.gather(*(self._delete_records_on(address, {tp: pending[tp] for tp in tps}, deadline,
+                                                                   results) for address, tps in by_address.items()))
+            retry = leaderless.union(*asked)
+            pending = {tp: offset for tp, offset in pending.items()
+                       if tp in retry and partition_leader_id is None and time.monotonic() < deadline}
+            if pending:
+                await asyncio.sleep(self.retry_backoff_ms / 1000)
+        if raise_errors:
+            failed = [(tp, result["error"]) for tp, result in results.items() if result["error"] is not None]
+            if failed:
+                first = failed[0][1]
+                raise type(first)("records not deleted: " + ", ".join(
+                    f"{tp.topic}-{tp.partition}: {error.message} ({error})" for tp, error in failed))
+        return results
+
+    async def _delete_records_on(self, address: str, offsets: dict[TopicPartition, int], deadline: float,
+                                 results: dict[TopicPartition, dict[str, Any]]) -> set[TopicPartition]:
+        """One DeleteRecords request to the broker at ``address``; records each partition's
+        result and returns the partitions to ask again (the leader moved or was unreachable)."""
+        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        body = {"timeout_ms": remaining_ms, "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "offset": offset} for tp, offset in offsets.items()]}
+        try:
+            answer = await self.transport.request_json(address, "POST", protocol.DELETE_RECORDS, body,
+                                                       timeout_ms=remaining_ms + self.request_timeout_ms)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            for tp in offsets:
+                results[tp] = self._deleted(tp, -1, LeaderNotAvailableError(f"broker {address}: {exc}"))
+            return set(offsets)
+        retry = set()
+        for item in answer.get("partitions", []):
+            tp = TopicPartition(str(item["topic"]), int(item["partition"]))
+            code = int(item.get("error_code", 0))
+            problem = protocol.error_for(code, str(item.get("message") or "")) if code else None
+            results[tp] = self._deleted(tp, int(item.get("low_watermark", -1)), problem)
+            if isinstance(problem, (NotLeaderForPartitionError, LeaderNotAvailableError)):
+                retry.add(tp)
+        return retry
+
+    @staticmethod
+    def _deleted(tp: TopicPartition, low_watermark: int, error: BrokerResponseError | None) -> dict[str, Any]:
+        """One partition's DeleteRecords result, in kafka-python's shape (plus the error itself)."""
+        return {"partition_index": tp.partition, "low_watermark": low_watermark,
+                "error_code": error.errno if error is not None else 0,
+                "error_message": str(error) if error is not None else None, "error": error}
 
     # -- consumer groups ----------------------------------------------------------------------
     def _link(self, group_id: str) -> CoordinatorLink:

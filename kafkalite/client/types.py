@@ -112,6 +112,17 @@ class NewPartitions:
         return f"NewPartitions(total_count={self.total_count}, new_assignments={self.new_assignments})"
 
 
+class RecordsToDelete:
+    """DeleteRecords: delete a partition's records before ``before_offset`` (-1: the high
+    watermark), as aiokafka's ``RecordsToDelete``; a plain offset does the same."""
+
+    def __init__(self, before_offset: int) -> None:
+        self.before_offset = before_offset
+
+    def __repr__(self) -> str:
+        return f"RecordsToDelete(before_offset={self.before_offset})"
+
+
 class ConfigResourceType(IntEnum):
     """Kafka's resource type ids for config calls."""
 

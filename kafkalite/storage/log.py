@@ -603,14 +603,33 @@ class PartitionLog:
             return removed
 
     def delete_records_before(self, offset: int) -> int:
-        """Raise the log start offset to ``offset`` (DeleteRecords); returns the new start."""
+        """Raise the log start offset to ``offset`` (DeleteRecords, or a follower adopting its
+        leader's); never lowers it. State only, no file I/O: the caller then runs
+        :meth:`delete_segments_below_start` on a worker thread. Above the high watermark →
+        OffsetOutOfRangeError. Returns the new log start offset."""
         with self._lock:
+            self._ensure_open()
             if offset > self.high_watermark:
-                raise OffsetOutOfRangeError(f"{self.name}: cannot delete beyond the high watermark")
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                self.epoch_cache.truncate_from_start(offset)
+                raise OffsetOutOfRangeError(f"{self.name}: cannot delete records before {offset}, beyond the high "
+                                            f"watermark {self.high_watermark}")
+            self.log_start_offset = max(self.log_start_offset, offset)
             return self.log_start_offset
+
+    def delete_segments_below_start(self) -> int:
+        """Blocking: delete every whole segment below the log start offset (rolling first when
+        the active one is; renamed ``.deleted``, unlinked after file.delete.delay.ms) and forget
+        leader epochs below it. Returns the segments removed."""
+        with self._lock:
+            self._ensure_open()
+            now = self.clock()
+            removed = 0
+            while not self.segments[0].is_empty and self.segments[0].next_offset <= self.log_start_offset:
+                if len(self.segments) == 1:
+                    self._roll_locked()
+                self._remove_first_segment(now)
+                removed += 1
+            self.epoch_cache.truncate_from_start(self.log_start_offset)
+            return removed
 
     def _remove_first_segment(self, now: int) -> None:
         segment = self.segments.pop(0)

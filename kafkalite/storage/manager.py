@@ -64,6 +64,8 @@ class LogManager:
         self.offline_dirs: dict[Path, str] = {}
         # Directories whose last checkpoint write failed, with the error (WARN once, INFO after).
         self._checkpoint_failures: dict[Path, str] = {}
+        # Serialises checkpoint writers (the periodic job, a DeleteRecords' log-start checkpoint).
+        self._checkpoint_lock = threading.Lock()
 
     # -- start and stop -----------------------------------------------------------------------
     def start(self) -> None:
@@ -273,7 +275,8 @@ class LogManager:
             mine = {key: partition_log for key, partition_log in logs.items()
                     if partition_log.directory.parent == directory}
             try:
-                self._write_checkpoints(directory, mine)
+                with self._checkpoint_lock:
+                    self._write_checkpoints(directory, mine)
             except OSError as exc:
                 written = False
                 reason = exc.strerror or str(exc)
@@ -288,6 +291,20 @@ class LogManager:
             if failed is not None:
                 log.info("checkpoints of %s are written again (they failed with: %s)", directory, failed)
         return written
+
+    def checkpoint_log_start_offsets(self, partition_log: PartitionLog) -> None:
+        """Write the ``log-start-offset-checkpoint`` of ``partition_log``'s directory now (after a
+        DeleteRecords moved its log start offset, so the move survives a crash). A failed write
+        raises KafkaStorageError and leaves the previous file; the periodic checkpoint retries."""
+        directory = partition_log.directory.parent
+        with self._lock:
+            mine = {key: plog.log_start_offset for key, plog in self.logs.items() if plog.directory.parent == directory}
+        try:
+            with self._checkpoint_lock:
+                checkpoint.write_offsets(directory / files.LOG_START_CHECKPOINT, mine)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write the log start offsets of {directory}: "
+                                    f"{exc.strerror or exc}") from exc
 
     def _write_checkpoints(self, directory: Path, mine: dict[TopicPartitionKey, PartitionLog]) -> None:
         checkpoint.write_offsets(directory / files.RECOVERY_POINT_CHECKPOINT,

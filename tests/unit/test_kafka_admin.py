@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.alter_configs.v2 import request as alter_configs_v2
 from kio.schema.create_partitions.v3 import request as create_partitions_v3
 from kio.schema.create_topics.v7 import request as create_topics_v7
+from kio.schema.delete_records.v2 import request as delete_records_v2
 from kio.schema.delete_topics.v6 import request as delete_topics_v6
 from kio.schema.describe_configs.v4 import request as describe_configs_v4
 from kio.schema.describe_producers.v0 import request as describe_producers_v0
@@ -29,7 +30,7 @@ from kafkalite.broker.admin import NewTopic
 from kafkalite.broker.kafka import admin
 from kafkalite.broker.kafka.context import KafkaRequestContext
 from kafkalite.broker.producer_state import BatchEntry, ProducerEntry
-from kafkalite.broker.services import AdminRequests, ReplicaService
+from kafkalite.broker.services import AdminRequests, DeleteRecordsAnswer, DeleteRecordsQuery, ReplicaService
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     ElectionNotNeededError,
@@ -37,6 +38,7 @@ from kafkalite.errors import (
     InvalidPartitionsError,
     InvalidRequestError,
     NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -239,3 +241,23 @@ def test_describe_producers_from_the_leaders_producer_state() -> None:
              "coordinator_epoch": -1, "current_txn_start_offset": -1}]},
         {"partition_index": 1, "error_code": NotLeaderForPartitionError.errno,
          "error_message": "broker 0 does not lead clicks-1", "active_producers": []}]}]}
+
+
+def test_delete_records_answers_low_watermarks_per_partition() -> None:
+    class Replicas:
+        async def delete_records(self, queries: list[DeleteRecordsQuery],
+                                 timeout_ms: int) -> list[DeleteRecordsAnswer]:
+            assert timeout_ms == 5000
+            return [DeleteRecordsAnswer(query.topic, query.partition, None, 10) if query.partition == 0 else
+                    DeleteRecordsAnswer(query.topic, query.partition, OffsetOutOfRangeError("beyond the end"))
+                    for query in queries]
+
+    _, context = harness()
+    context = dataclasses.replace(context, services=SimpleNamespace(replicas=Replicas()))
+    answer = run(admin.delete_records(context, delete_records_v2.DeleteRecordsRequest(topics=(
+        delete_records_v2.DeleteRecordsTopic(name="clicks", partitions=(
+            delete_records_v2.DeleteRecordsPartition(partition_index=0, offset=10),
+            delete_records_v2.DeleteRecordsPartition(partition_index=1, offset=99))),), timeout=TIMEOUT)))
+    assert answer == {"topics": [{"name": "clicks", "partitions": [
+        {"partition_index": 0, "low_watermark": 10, "error_code": 0},
+        {"partition_index": 1, "low_watermark": -1, "error_code": OffsetOutOfRangeError.errno}]}]}

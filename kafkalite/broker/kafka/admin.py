@@ -1,5 +1,6 @@
 """The admin APIs over the Kafka protocol: CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, ElectLeaders and DescribeProducers.
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, ElectLeaders, DescribeProducers and
+DeleteRecords.
 
 Each handler reads the kio request, builds the typed items of
 :class:`~kafkalite.broker.services.AdminRequests` (an item that cannot be built is a
@@ -26,11 +27,18 @@ from typing import Any
 from kafkalite import errors
 from kafkalite.broker.admin import NewTopic, check_partition_count
 from kafkalite.broker.kafka.context import ApiHandler, KafkaAnswer, KafkaRequestContext
-from kafkalite.broker.services import ConfigChange, ConfigResource, ItemOutcome, NewPartitions, Rejected
+from kafkalite.broker.services import (
+    ConfigChange,
+    ConfigResource,
+    DeleteRecordsQuery,
+    ItemOutcome,
+    NewPartitions,
+    Rejected,
+)
 from kafkalite.errors import BrokerResponseError, InvalidPartitionsError, InvalidRequestError, KafkaliteError
 
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 32, 33
-CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_PRODUCERS = 37, 43, 44, 61
+CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_PRODUCERS, DELETE_RECORDS = 37, 43, 44, 61, 21
 
 #: Kafka's config resource types and kafkalite's names for them.
 RESOURCE_TYPES = {2: "topic", 4: "broker"}
@@ -265,6 +273,21 @@ async def describe_producers(context: KafkaRequestContext, request: Any) -> Kafk
     return {"topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
 
 
+# -- records --------------------------------------------------------------------------------------
+async def delete_records(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
+    """Move partitions' log start offsets (sent by clients to each partition's leader; -1 means
+    the high watermark); each partition answers its new low watermark or its error."""
+    queries = [DeleteRecordsQuery(topic.name, item.partition_index, item.offset)
+               for topic in request.topics for item in topic.partitions]
+    answers = await context.services.replicas.delete_records(queries, _milliseconds(request.timeout))
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for answer in answers:
+        by_topic.setdefault(answer.topic, []).append({
+            "partition_index": answer.partition, "low_watermark": answer.low_watermark,
+            "error_code": answer.error.errno if answer.error is not None else 0})
+    return {"topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
+
+
 HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(CREATE_TOPICS, 2, 7, create_topics),
     ApiHandler(DELETE_TOPICS, 1, 6, delete_topics),
@@ -274,4 +297,5 @@ HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
     ApiHandler(ELECT_LEADERS, 0, 2, elect_leaders),
     ApiHandler(DESCRIBE_PRODUCERS, 0, 0, describe_producers),
+    ApiHandler(DELETE_RECORDS, 0, 2, delete_records),
 )

@@ -190,6 +190,20 @@ class HttpListener:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         return cls(runner)
 
+    @classmethod
+    async def prepare(cls, services: BrokerServices) -> HttpListener:
+        """The HTTP front end without a socket of its own: another listener hands it connections
+        through :meth:`protocol_factory` (see :mod:`kafkalite.broker.listener`)."""
+        runner = BrokerAppRunner(build_app(services), access_log=None, handle_signals=False)
+        await runner.setup()
+        return cls(runner)
+
+    def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
+        """aiohttp's connection protocol factory (valid after :meth:`prepare` or :meth:`start`)."""
+        server = self._runner.server
+        assert server is not None, "the runner is set up"
+        return server
+
     async def stop(self) -> None:
         await self._runner.cleanup()
 

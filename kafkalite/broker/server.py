@@ -2,10 +2,12 @@
 
 :class:`Broker` wires storage (the log manager), coordination (the ZooKeeper session), the
 services (:class:`kafkalite.broker.services.BrokerServices`, built once) and the front ends that
-serve them (the HTTP listener of :mod:`kafkalite.broker.http`); it parses no request itself.
+serve them (one listener, :mod:`kafkalite.broker.listener`, for the HTTP front end of
+:mod:`kafkalite.broker.http` and the Kafka wire protocol of :mod:`kafkalite.broker.kafka`); it
+parses no request itself.
 It starts its parts in order — log recovery (on a worker thread),
 the ZooKeeper session and the persistent paths, the cluster id and ``meta.properties`` checks,
-the metadata cache and the replica manager, the HTTP listener, the ephemeral registration in
+the metadata cache and the replica manager, the listener, the ephemeral registration in
 ``/brokers/ids/<id>`` (a live duplicate ``broker.id`` is refused), the controller election,
 then the periodic log jobs (high-watermark checkpoints, retention, flushing, compaction) on
 worker threads. :meth:`Broker.stop` reverses that, after a controlled shutdown that moves
@@ -29,7 +31,7 @@ from kafkalite.broker.admin import AdminService
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_offsets import ReplicaOffsetLog
-from kafkalite.broker.http import HttpListener
+from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.services import (
@@ -83,7 +85,7 @@ class Broker:
         self.admin = AdminService(config, self.zookeeper, self.metadata, clock)
         self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin")
         self.broker_epoch = -1
-        self._http: HttpListener | None = None
+        self._listener: BrokerListener | None = None
         self._jobs: list[asyncio.Task[None]] = []
         self._stopping = False
         self._stopped = asyncio.Event()
@@ -117,7 +119,7 @@ class Broker:
         await self.replica_manager.start()
         self.group_coordinator.start()
         host, port = config.listener_address()
-        self._http = await HttpListener.start(self.services, host, port)
+        self._listener = await BrokerListener.start(self.services, host, port)
         await self._register()
         self.replica_manager.fenced_reason = None
         await asyncio.to_thread(self._write_meta_properties, cluster_id)
@@ -146,8 +148,8 @@ class Broker:
         await self.controller.stop()
         await self.group_coordinator.stop()
         await self.replica_manager.stop()
-        if self._http is not None:
-            await self._http.stop()
+        if self._listener is not None:
+            await self._listener.stop()
         self.metadata.stop()
         await self.transport.close()
         try:

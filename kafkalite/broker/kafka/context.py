@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 
 KafkaAnswer = Mapping[str, Any]
 """A response's field values by kio field name (see the module docstring)."""
+
+NO_RESPONSE: KafkaAnswer = MappingProxyType({})
+"""Returned (this very object) by a handler whose request gets no response (Produce with acks=0)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,207 @@
+"""One Kafka-protocol connection: frames in, requests served strictly in order, frames out.
+
+A :class:`KafkaConnection` is the asyncio protocol of a connection the listener recognised as
+Kafka's (see :mod:`kafkalite.broker.listener`). It cuts the byte stream into size-prefixed
+frames, refusing a frame larger than ``socket.request.max.bytes`` by closing the connection
+(Kafka's behaviour), and serves them one at a time in arrival order, so pipelining clients get
+their answers in order. Each request: read the header, look the API up in the
+:class:`~kafkalite.broker.kafka.registry.ApiRegistry`, parse the body with kio, call the
+handler, build the response of the negotiated version and write it.
+
+Kafka's answers to bad input: an ApiVersions request of a version the broker does not serve is
+answered UNSUPPORTED_VERSION in the v0 layout with the supported ranges; any other unknown API
+key or version, and a request that does not parse, closes the connection (logged at INFO,
+without a traceback). A handler's named error is answered with its code (the top-level
+``error_code`` of the response); an unexpected exception is logged at ERROR once and answered
+UNKNOWN_SERVER_ERROR.
+
+Back-pressure: reading pauses while requests wait to be served (more than
+:data:`MAX_QUEUED_REQUESTS`, or more than ``socket.request.max.bytes`` buffered), and the next
+response is written only while the transport's write buffer is under its high-water mark, so a
+client that does not read its answers stops being read from instead of growing buffers.
+
+Concurrency: event-loop only; one serving task per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+from typing import Any, cast
+
+from kafkalite.broker.kafka import codec
+from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
+from kafkalite.broker.kafka.registry import ApiRegistry
+from kafkalite.broker.services import BrokerServices
+from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+#: Requests read ahead of the one being served before reading pauses.
+MAX_QUEUED_REQUESTS = 64
+
+
+class CloseConnection(Exception):
+    """Kafka's answer to this request is to close the connection (the message says why)."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    """The Kafka protocol on one accepted connection (see the module docstring)."""
+
+    def __init__(self, services: BrokerServices, registry: ApiRegistry,
+                 connections: set[KafkaConnection]) -> None:
+        self.services = services
+        self.registry = registry
+        self.max_request_bytes = services.config.socket_request_max_bytes
+        self._connections = connections
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._buffer = bytearray()
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._frame_ready = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reading_paused = False
+        self._task: asyncio.Task[None] | None = None
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+        self._connections.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._serve_frames())
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while len(buffer) - start >= 4:
+            (size,) = _SIZE.unpack_from(buffer, start)
+            if size < 0 or size > self.max_request_bytes:
+                log.info("closing Kafka connection from %s: a request of %d bytes exceeds "
+                         "socket.request.max.bytes=%d", self._peer, size, self.max_request_bytes)
+                self.close()
+                return
+            end = start + 4 + size
+            if len(buffer) < end:
+                break
+            self._frames.append(bytes(buffer[start + 4:end]))
+            self._queued_bytes += size
+            start = end
+        if start:
+            del buffer[:start]
+            self._frame_ready.set()
+        if not self._reading_paused and (len(self._frames) > MAX_QUEUED_REQUESTS
+                                         or self._queued_bytes + len(buffer) > self.max_request_bytes + 4):
+            self._reading_paused = True
+            if self._transport is not None:
+                self._transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too: pipelined requests still queued are abandoned, like Kafka
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connections.discard(self)
+        if self._task is not None:
+            self._task.cancel()
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def stop(self) -> None:
+        """Close the connection and wait for its serving task to end."""
+        self.close()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # -- serving -------------------------------------------------------------------------------
+    async def _serve_frames(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        try:
+            while not transport.is_closing():
+                if not self._frames:
+                    self._frame_ready.clear()
+                    await self._frame_ready.wait()
+                    continue
+                frame = self._frames.popleft()
+                self._queued_bytes -= len(frame)
+                if self._reading_paused and len(self._frames) <= MAX_QUEUED_REQUESTS // 2 \
+                        and self._queued_bytes + len(self._buffer) <= self.max_request_bytes // 2:
+                    self._reading_paused = False
+                    transport.resume_reading()
+                response = await self.serve(frame)
+                if response is not None:
+                    await self._writable.wait()
+                    if transport.is_closing():
+                        return
+                    transport.write(response)
+        except CloseConnection as exc:
+            log.info("closing Kafka connection from %s: %s", self._peer, exc)
+            transport.close()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.error("unexpected failure serving Kafka connection from %s", self._peer, exc_info=True)
+            transport.close()
+
+    async def serve(self, frame: bytes) -> bytes | None:
+        """The response frame of one request frame (None: no response, as for acks=0 produce)."""
+        try:
+            api_key, api_version, correlation_id = codec.read_header_prefix(frame)
+        except BrokerResponseError as exc:
+            raise CloseConnection(str(exc)) from None
+        handler = self.registry.lookup(api_key, api_version)
+        if handler is None:
+            if api_key == codec.API_VERSIONS_KEY:
+                log.info("ApiVersions v%d from %s is not supported: answering with the supported versions",
+                         api_version, self._peer)
+                return self._encode(codec.API_VERSIONS_KEY, 0, correlation_id, {
+                    "error_code": UnsupportedVersionError.errno, "api_keys": self.registry.version_ranges()})
+            raise CloseConnection(f"API key {api_key} version {api_version} is not supported")
+        request_class = codec.request_class(api_key, api_version)
+        assert request_class is not None  # the registry checks every served version has one
+        try:
+            header = codec.read_request_header(frame, request_class.__flexible__)
+            request = codec.parse_request(frame, header, request_class)
+        except BrokerResponseError as exc:
+            raise CloseConnection(f"API key {api_key} v{api_version}: {exc}") from None
+        context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
+                                      self._peer.rsplit(":", 1)[0])
+        answer: KafkaAnswer
+        try:
+            answer = await handler.handle(context, request)
+        except BrokerResponseError as exc:
+            log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)
+            answer = {"error_code": exc.errno, "error_message": str(exc)}
+        except KafkaliteError as exc:
+            log.warning("API key %d v%d from %s failed: %s", api_key, api_version, self._peer, exc)
+            answer = {"error_code": -1, "error_message": str(exc)}
+        except (asyncio.CancelledError, CloseConnection):
+            raise
+        except Exception:
+            log.error("unexpected failure serving API key %d v%d from %s", api_key, api_version, self._peer,
+                      exc_info=True)
+            answer = {"error_code": -1}
+        if answer is NO_RESPONSE:
+            return None
+        return self._encode(api_key, api_version, correlation_id, answer)
+
+    @staticmethod
+    def _encode(api_key: int, api_version: int, correlation_id: int, answer: KafkaAnswer) -> bytes:
+        response: Any = codec.build_response(api_key, api_version, answer)
+        return codec.encode_response(api_key, api_version, correlation_id, response)

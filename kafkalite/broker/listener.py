@@ -1,0 +1,103 @@
+"""One address for both front ends: HTTP and Kafka's wire protocol, told apart by the first byte.
+
+The :class:`BrokerListener` binds the broker's listener address. Each accepted connection starts
+with a :class:`_ProtocolSniffer`, which waits for the connection's first bytes: an ASCII letter
+(an HTTP method: ``GET``, ``POST``, ...) hands the connection to aiohttp's request handler (the
+HTTP front end of :mod:`kafkalite.broker.http`, with its WebSocket channel); anything else to a
+:class:`~kafkalite.broker.kafka.connection.KafkaConnection` (a Kafka request starts with a
+4-byte big-endian size, whose first byte is 0 below 16 MiB; a larger size, e.g. a TLS
+handshake's 0x16, is refused there as an oversize frame by closing the connection).
+
+Concurrency: event-loop only. :meth:`BrokerListener.stop` stops accepting, closes the Kafka
+connections, then shuts the HTTP front end down (its connections and channels).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import cast
+
+from kafkalite.broker.http import HttpListener
+from kafkalite.broker.kafka.connection import KafkaConnection
+from kafkalite.broker.kafka.registry import ApiRegistry
+from kafkalite.broker.services import BrokerServices
+from kafkalite.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: First bytes of an HTTP request: the method's letters.
+_HTTP_FIRST_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def is_http(first_bytes: bytes) -> bool:
+    """Whether a connection starting with ``first_bytes`` (at least one byte) speaks HTTP."""
+    return first_bytes[0] in _HTTP_FIRST_BYTES
+
+
+class _ProtocolSniffer(asyncio.Protocol):
+    """A connection until its first bytes arrive; then it becomes HTTP or Kafka."""
+
+    def __init__(self, http: Callable[[], asyncio.Protocol], kafka: Callable[[], KafkaConnection]) -> None:
+        self._http = http
+        self._kafka = kafka
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is None or not data:
+            return
+        protocol: asyncio.Protocol = self._http() if is_http(data) else self._kafka()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        protocol.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+
+
+class BrokerListener:
+    """The broker's listener: one socket, both protocols (see the module docstring)."""
+
+    def __init__(self, server: asyncio.Server, http: HttpListener, connections: set[KafkaConnection]) -> None:
+        self._server = server
+        self._http = http
+        self._connections = connections
+
+    @classmethod
+    async def start(cls, services: BrokerServices, host: str, port: int) -> BrokerListener:
+        """Serve ``services`` over HTTP and Kafka on ``host:port``; a port that cannot be bound is a ConfigError."""
+        http = await HttpListener.prepare(services)
+        registry = ApiRegistry.default()
+        connections: set[KafkaConnection] = set()
+        http_factory = http.protocol_factory()
+
+        def kafka_factory() -> KafkaConnection:
+            return KafkaConnection(services, registry, connections)
+
+        loop = asyncio.get_running_loop()
+        try:
+            server = await loop.create_server(lambda: _ProtocolSniffer(http_factory, kafka_factory), host, port,
+                                              reuse_address=True, backlog=1024)
+        except OSError as exc:
+            await http.stop()
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        return cls(server, http, connections)
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when started on port 0)."""
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        self._server.close()
+        await asyncio.gather(*(connection.stop() for connection in list(self._connections)),
+                             return_exceptions=True)
+        await self._http.stop()

@@ -12,7 +12,6 @@ import dataclasses
 import datetime
 import uuid
 from collections import deque
-from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,7 +26,7 @@ from kio.schema.elect_leaders.v2 import request as elect_leaders_v2
 from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 
 from kafkalite.broker.admin import NewTopic
-from kafkalite.broker.kafka import admin
+from kafkalite.broker.kafka import admin, codec
 from kafkalite.broker.kafka.context import KafkaRequestContext
 from kafkalite.broker.producer_state import BatchEntry, ProducerEntry
 from kafkalite.broker.services import AdminRequests, DeleteRecordsAnswer, DeleteRecordsQuery, ReplicaService
@@ -110,8 +109,15 @@ def harness() -> tuple[Admin, KafkaRequestContext]:
     return service, KafkaRequestContext(services, 0, 0, 1, "adminclient-1", "127.0.0.1")
 
 
-def run(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    return asyncio.run(coroutine)
+def call(handler: Any, context: KafkaRequestContext, request: Any) -> Any:
+    """The handler's answer to ``request`` (at the request's version); the answer must also build
+    into the kio response of that version and encode, as the listener does with it."""
+    api = next(item for item in admin.HANDLERS if item.handle is handler)
+    version = int(request.__version__)
+    assert api.min_version <= version <= api.max_version
+    answer = asyncio.run(handler(dataclasses.replace(context, api_key=api.api_key, api_version=version), request))
+    codec.encode_response(api.api_key, version, 1, codec.build_response(api.api_key, version, answer))
+    return answer
 
 
 def test_create_topics_answers_counts_ids_configs_and_item_errors() -> None:
@@ -126,7 +132,7 @@ def test_create_topics_answers_counts_ids_configs_and_item_errors() -> None:
                                         configs=(create_topics_v7.CreatableTopicConfig(name="retention.ms",
                                                                                        value=None),)),
     ), timeout=TIMEOUT, validate_only=False)
-    views, clicks, nulls = run(admin.create_topics(context, request))["topics"]
+    views, clicks, nulls = call(admin.create_topics, context, request)["topics"]
     assert (views["error_code"], views["num_partitions"], views["replication_factor"], views["topic_id"]) == (
         0, 3, 2, TOPIC_ID)
     assert [entry["name"] for entry in views["configs"]] == ["retention.ms", "segment.bytes"]
@@ -141,10 +147,10 @@ def test_create_topics_answers_counts_ids_configs_and_item_errors() -> None:
 def test_delete_topics_by_name_or_id() -> None:
     _, context = harness()
     context = dataclasses.replace(context, api_version=6)
-    answer = run(admin.delete_topics(context, delete_topics_v6.DeleteTopicsRequest(topics=(
+    answer = call(admin.delete_topics, context, delete_topics_v6.DeleteTopicsRequest(topics=(
         delete_topics_v6.DeleteTopicState(name=None, topic_id=TOPIC_ID),
         delete_topics_v6.DeleteTopicState(name=None, topic_id=uuid.UUID(int=5)),
-        delete_topics_v6.DeleteTopicState(name="nope", topic_id=None)), timeout=TIMEOUT)))
+        delete_topics_v6.DeleteTopicState(name="nope", topic_id=None)), timeout=TIMEOUT))
     assert answer["responses"] == [
         {"name": "clicks", "topic_id": TOPIC_ID, "error_code": 0, "error_message": None},
         {"name": None, "topic_id": uuid.UUID(int=5), "error_code": admin.UNKNOWN_TOPIC_ID,
@@ -157,24 +163,24 @@ def test_create_partitions_and_validate_only() -> None:
     service, context = harness()
     topics = (create_partitions_v3.CreatePartitionsTopic(name="clicks", count=3, assignments=None),
               create_partitions_v3.CreatePartitionsTopic(name="clicks", count=2, assignments=None))
-    checked = run(admin.create_partitions(context, create_partitions_v3.CreatePartitionsRequest(
-        topics=topics, timeout=TIMEOUT, validate_only=True)))
+    checked = call(admin.create_partitions, context, create_partitions_v3.CreatePartitionsRequest(
+        topics=topics, timeout=TIMEOUT, validate_only=True))
     assert [item["error_code"] for item in checked["results"]] == [0, InvalidPartitionsError.errno]
     assert service.calls == []
-    done = run(admin.create_partitions(context, create_partitions_v3.CreatePartitionsRequest(
-        topics=topics[:1], timeout=TIMEOUT, validate_only=False)))
+    done = call(admin.create_partitions, context, create_partitions_v3.CreatePartitionsRequest(
+        topics=topics[:1], timeout=TIMEOUT, validate_only=False))
     assert done["results"] == [{"name": "clicks", "error_code": 0, "error_message": None}]
     assert service.calls == [("partitions", "clicks", 3, None)]
 
 
 def test_describe_configs_maps_resource_types_sources_and_key_filter() -> None:
     _, context = harness()
-    answer = run(admin.describe_configs(context, describe_configs_v4.DescribeConfigsRequest(resources=(
+    answer = call(admin.describe_configs, context, describe_configs_v4.DescribeConfigsRequest(resources=(
         describe_configs_v4.DescribeConfigsResource(resource_type=2, resource_name="clicks",
                                                     configuration_keys=("segment.bytes",)),
         describe_configs_v4.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
         describe_configs_v4.DescribeConfigsResource(resource_type=8, resource_name="1", configuration_keys=None),
-    ), include_synonyms=False, include_documentation=False)))
+    ), include_synonyms=False, include_documentation=False))
     topic, broker, logger = answer["results"]
     assert [(entry["name"], entry["value"], entry["config_source"]) for entry in topic["configs"]] == [
         ("segment.bytes", "1073741824", 5)]
@@ -185,15 +191,15 @@ def test_describe_configs_maps_resource_types_sources_and_key_filter() -> None:
 
 def test_alter_configs_replaces_and_incremental_sets_and_deletes() -> None:
     service, context = harness()
-    replaced = run(admin.alter_configs(context, alter_configs_v2.AlterConfigsRequest(resources=(
+    replaced = call(admin.alter_configs, context, alter_configs_v2.AlterConfigsRequest(resources=(
         alter_configs_v2.AlterConfigsResource(resource_type=2, resource_name="clicks", configs=(
-            alter_configs_v2.AlterableConfig(name="retention.ms", value="5000"),)),), validate_only=False)))
+            alter_configs_v2.AlterableConfig(name="retention.ms", value="5000"),)),), validate_only=False))
     assert replaced["responses"] == [{"resource_type": 2, "resource_name": "clicks", "error_code": 0,
                                       "error_message": None}]
     # AlterConfigs is not incremental: cleanup.policy, left out, goes back to its default
     assert service.calls[-1] == ("alter", "clicks", {"retention.ms": "5000"}, ["cleanup.policy"], False)
 
-    answer = run(admin.incremental_alter_configs(context, incremental_v1.IncrementalAlterConfigsRequest(resources=(
+    answer = call(admin.incremental_alter_configs, context, incremental_v1.IncrementalAlterConfigsRequest(resources=(
         incremental_v1.AlterConfigsResource(resource_type=2, resource_name="clicks", configs=(
             incremental_v1.AlterableConfig(name="retention.ms", config_operation=0, value="7"),
             incremental_v1.AlterableConfig(name="cleanup.policy", config_operation=1, value=None))),
@@ -201,7 +207,7 @@ def test_alter_configs_replaces_and_incremental_sets_and_deletes() -> None:
             incremental_v1.AlterableConfig(name="cleanup.policy", config_operation=2, value="delete"),)),
         incremental_v1.AlterConfigsResource(resource_type=2, resource_name="clicks", configs=(
             incremental_v1.AlterableConfig(name="bad", config_operation=0, value="1"),)),
-    ), validate_only=True)))
+    ), validate_only=True))
     assert [item["error_code"] for item in answer["responses"]] == [
         0, InvalidRequestError.errno, InvalidConfigurationError.errno]
     assert service.calls[-2:] == [("alter", "clicks", {"retention.ms": "7"}, ["cleanup.policy"], True),
@@ -210,16 +216,16 @@ def test_alter_configs_replaces_and_incremental_sets_and_deletes() -> None:
 
 def test_elect_leaders_preferred_results_and_unclean_refused() -> None:
     service, context = harness()
-    answer = run(admin.elect_leaders(context, elect_leaders_v2.ElectLeadersRequest(
+    answer = call(admin.elect_leaders, context, elect_leaders_v2.ElectLeadersRequest(
         election_type=0, topic_partitions=(elect_leaders_v2.TopicPartitions(topic="clicks", partitions=(0, 1)),),
-        timeout=TIMEOUT)))
+        timeout=TIMEOUT))
     assert answer["error_code"] == 0
     results = answer["replica_election_results"][0]["partition_result"]
     assert [(item["partition_id"], item["error_code"]) for item in results] == [
         (0, 0), (1, ElectionNotNeededError.errno)]
     assert service.calls == [("elect", [("clicks", 0), ("clicks", 1)])]
-    unclean = run(admin.elect_leaders(context, elect_leaders_v2.ElectLeadersRequest(
-        election_type=1, topic_partitions=None, timeout=TIMEOUT)))
+    unclean = call(admin.elect_leaders, context, elect_leaders_v2.ElectLeadersRequest(
+        election_type=1, topic_partitions=None, timeout=TIMEOUT))
     assert unclean["error_code"] == InvalidRequestError.errno
 
 
@@ -233,8 +239,8 @@ def test_describe_producers_from_the_leaders_producer_state() -> None:
     _, context = harness()
     services: Any = SimpleNamespace(replicas=ReplicaService(ReplicaManager(), None))  # type: ignore[arg-type]
     context = dataclasses.replace(context, services=services)
-    answer = run(admin.describe_producers(context, describe_producers_v0.DescribeProducersRequest(topics=(
-        describe_producers_v0.TopicRequest(name="clicks", partition_indexes=(0, 1)),))))
+    answer = call(admin.describe_producers, context, describe_producers_v0.DescribeProducersRequest(topics=(
+        describe_producers_v0.TopicRequest(name="clicks", partition_indexes=(0, 1)),)))
     assert answer == {"topics": [{"name": "clicks", "partitions": [
         {"partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [
             {"producer_id": 7, "producer_epoch": 2, "last_sequence": 4, "last_timestamp": 1234,
@@ -254,10 +260,10 @@ def test_delete_records_answers_low_watermarks_per_partition() -> None:
 
     _, context = harness()
     context = dataclasses.replace(context, services=SimpleNamespace(replicas=Replicas()))
-    answer = run(admin.delete_records(context, delete_records_v2.DeleteRecordsRequest(topics=(
+    answer = call(admin.delete_records, context, delete_records_v2.DeleteRecordsRequest(topics=(
         delete_records_v2.DeleteRecordsTopic(name="clicks", partitions=(
             delete_records_v2.DeleteRecordsPartition(partition_index=0, offset=10),
-            delete_records_v2.DeleteRecordsPartition(partition_index=1, offset=99))),), timeout=TIMEOUT)))
+            delete_records_v2.DeleteRecordsPartition(partition_index=1, offset=99))),), timeout=TIMEOUT))
     assert answer == {"topics": [{"name": "clicks", "partitions": [
         {"partition_index": 0, "low_watermark": 10, "error_code": 0},
         {"partition_index": 1, "low_watermark": -1, "error_code": OffsetOutOfRangeError.errno}]}]}

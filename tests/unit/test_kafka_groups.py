@@ -39,7 +39,7 @@ from kio.schema.sync_group.v5 import request as sync_group_v5
 
 from kafkalite.broker.group_coordinator import GroupCoordinator, subscribed_topics
 from kafkalite.broker.group_offsets import OFFSETS_TOPIC
-from kafkalite.broker.kafka import groups
+from kafkalite.broker.kafka import codec, groups
 from kafkalite.broker.kafka.context import KafkaRequestContext
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
@@ -84,6 +84,16 @@ def context(coordinator: GroupCoordinator, version: int, api_key: int = 0) -> Ka
     return KafkaRequestContext(services, api_key, version, 7, "kafka-python-3.0", "127.0.0.1")
 
 
+async def call(handler: Any, coordinator: GroupCoordinator, version: int, request: Any) -> Any:
+    """The handler's answer to ``request`` of ``version``; the answer must also build into the
+    kio response of that version and encode, as the listener does with it."""
+    api = next(item for item in groups.HANDLERS if item.handle is handler)
+    assert api.min_version <= version <= api.max_version
+    answer = await handler(context(coordinator, version, api.api_key), request)
+    codec.encode_response(api.api_key, version, 1, codec.build_response(api.api_key, version, answer))
+    return answer
+
+
 def run(scenario: Callable[[GroupCoordinator], Coroutine[Any, Any, None]], directory: Path) -> None:
     async def main() -> None:
         config = dataclasses.replace(BrokerConfig(), group_initial_rebalance_delay_ms=0,
@@ -107,14 +117,14 @@ async def stable_member(coordinator: GroupCoordinator, metadata: bytes, assignme
                         answers: list[Any] | None = None) -> tuple[str, int]:
     """One member joined (v9, through MEMBER_ID_REQUIRED) and synced: its id and generation (the
     two JoinGroup answers appended to ``answers``)."""
-    first = await groups.join_group(context(coordinator, 9), join_v9(metadata=metadata))
+    first = await call(groups.join_group, coordinator, 9, join_v9(metadata=metadata))
     assert first["error_code"] == MemberIdRequiredError.errno and first["member_id"]
-    joined = await groups.join_group(context(coordinator, 9), join_v9(first["member_id"], metadata))
+    joined = await call(groups.join_group, coordinator, 9, join_v9(first["member_id"], metadata))
     assert joined["error_code"] == 0
     if answers is not None:
         answers.extend([first, joined])
     member_id, generation = joined["member_id"], joined["generation_id"]
-    synced = await groups.sync_group(context(coordinator, 5), sync_group_v5.SyncGroupRequest(
+    synced = await call(groups.sync_group, coordinator, 5, sync_group_v5.SyncGroupRequest(
         group_id=GROUP, generation_id=generation, member_id=member_id, group_instance_id=None,
         protocol_type="consumer", protocol_name="range",
         assignments=(sync_group_v5.SyncGroupRequestAssignment(member_id=member_id, assignment=assignment),)))
@@ -125,16 +135,16 @@ async def stable_member(coordinator: GroupCoordinator, metadata: bytes, assignme
 
 def test_find_coordinator_one_key_and_batched_keys(tmp_path: Path) -> None:
     async def scenario(coordinator: GroupCoordinator) -> None:
-        one = await groups.find_coordinator(context(coordinator, 3),
+        one = await call(groups.find_coordinator, coordinator, 3,
                                             find_coordinator_v3.FindCoordinatorRequest(key=GROUP, key_type=0))
         assert one == {"key": GROUP, "error_code": 0, "error_message": None, "node_id": 1,
                        "host": "broker1.example", "port": 9092}
-        batched = await groups.find_coordinator(context(coordinator, 4), find_coordinator_v4.FindCoordinatorRequest(
+        batched = await call(groups.find_coordinator, coordinator, 4, find_coordinator_v4.FindCoordinatorRequest(
             key_type=0, coordinator_keys=(GROUP, "", "billing")))
         coordinators = batched["coordinators"]
         assert [(item["key"], item["error_code"], item["node_id"]) for item in coordinators] == [
             (GROUP, 0, 1), ("", 24, -1), ("billing", 0, 1)]  # 24: INVALID_GROUP_ID
-        transactional = await groups.find_coordinator(context(coordinator, 4), find_coordinator_v4
+        transactional = await call(groups.find_coordinator, coordinator, 4, find_coordinator_v4
                                                       .FindCoordinatorRequest(key_type=1, coordinator_keys=("tx",)))
         assert transactional["coordinators"][0]["error_code"] == InvalidRequestError.errno
 
@@ -154,13 +164,13 @@ def test_join_sync_heartbeat_pass_member_bytes_through(tmp_path: Path) -> None:
         assert joined["protocol_type"] == "consumer" and joined["generation_id"] == 1
         assert joined["members"] == [{"member_id": member_id, "group_instance_id": None, "metadata": metadata}]
         generation = coordinator.groups[GROUP].generation
-        beat = await groups.heartbeat(context(coordinator, 4), heartbeat_v4.HeartbeatRequest(
+        beat = await call(groups.heartbeat, coordinator, 4, heartbeat_v4.HeartbeatRequest(
             group_id=GROUP, generation_id=generation, member_id=member_id, group_instance_id=None))
         assert beat == {"error_code": 0}
-        stranger = await groups.heartbeat(context(coordinator, 4), heartbeat_v4.HeartbeatRequest(
+        stranger = await call(groups.heartbeat, coordinator, 4, heartbeat_v4.HeartbeatRequest(
             group_id=GROUP, generation_id=generation, member_id="nobody", group_instance_id=None))
         assert stranger == {"error_code": UnknownMemberIdError.errno}
-        described = await groups.describe_groups(context(coordinator, 5), describe_groups_v5.DescribeGroupsRequest(
+        described = await call(groups.describe_groups, coordinator, 5, describe_groups_v5.DescribeGroupsRequest(
             groups=(GROUP, "nothing-here"), include_authorized_operations=False))
         group, missing = described["groups"]
         assert (group["error_code"], group["group_state"], group["protocol_type"], group["protocol_data"]) == (
@@ -175,7 +185,7 @@ def test_join_sync_heartbeat_pass_member_bytes_through(tmp_path: Path) -> None:
 
 def test_join_before_v4_never_answers_member_id_required(tmp_path: Path) -> None:
     async def scenario(coordinator: GroupCoordinator) -> None:
-        answer = await groups.join_group(context(coordinator, 3), join_group_v3.JoinGroupRequest(
+        answer = await call(groups.join_group, coordinator, 3, join_group_v3.JoinGroupRequest(
             group_id=GROUP, session_timeout=SESSION, rebalance_timeout=SESSION, member_id="",
             protocol_type="consumer",
             protocols=(join_group_v3.JoinGroupRequestProtocol(name="range", metadata=b"m"),)))
@@ -189,7 +199,7 @@ def test_join_before_v4_never_answers_member_id_required(tmp_path: Path) -> None
 def test_join_a_group_this_broker_does_not_coordinate(tmp_path: Path) -> None:
     async def scenario(coordinator: GroupCoordinator) -> None:
         coordinator.owned.clear()
-        answer = await groups.join_group(context(coordinator, 9), join_v9())
+        answer = await call(groups.join_group, coordinator, 9, join_v9())
         assert answer["error_code"] == NotCoordinatorError.errno
         assert answer["generation_id"] == -1 and answer["members"] == []
 
@@ -199,7 +209,7 @@ def test_join_a_group_this_broker_does_not_coordinate(tmp_path: Path) -> None:
 def test_commit_then_fetch_single_and_batched_groups(tmp_path: Path) -> None:
     async def scenario(coordinator: GroupCoordinator) -> None:
         member_id, generation = await stable_member(coordinator, consumer_metadata("clicks"), b"a")
-        committed = await groups.offset_commit(context(coordinator, 8), offset_commit_v8.OffsetCommitRequest(
+        committed = await call(groups.offset_commit, coordinator, 8, offset_commit_v8.OffsetCommitRequest(
             group_id=GROUP, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
             topics=(offset_commit_v8.OffsetCommitRequestTopic(name="clicks", partitions=(
                 offset_commit_v8.OffsetCommitRequestPartition(partition_index=0, committed_offset=42,
@@ -208,14 +218,14 @@ def test_commit_then_fetch_single_and_batched_groups(tmp_path: Path) -> None:
                                                               committed_leader_epoch=-1, committed_metadata=None))),)))
         assert committed == {"topics": [{"name": "clicks", "partitions": [
             {"partition_index": 0, "error_code": 0}, {"partition_index": 1, "error_code": 0}]}]}
-        stale = await groups.offset_commit(context(coordinator, 8), offset_commit_v8.OffsetCommitRequest(
+        stale = await call(groups.offset_commit, coordinator, 8, offset_commit_v8.OffsetCommitRequest(
             group_id=GROUP, generation_id_or_member_epoch=generation, member_id="nobody", group_instance_id=None,
             topics=(offset_commit_v8.OffsetCommitRequestTopic(name="clicks", partitions=(
                 offset_commit_v8.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
                                                               committed_leader_epoch=-1, committed_metadata=""),)),)))
         assert stale["topics"][0]["partitions"][0]["error_code"] == UnknownMemberIdError.errno
 
-        every = await groups.offset_fetch(context(coordinator, 7), offset_fetch_v7.OffsetFetchRequest(
+        every = await call(groups.offset_fetch, coordinator, 7, offset_fetch_v7.OffsetFetchRequest(
             group_id=GROUP, topics=None, require_stable=True))
         assert every["error_code"] == 0
         assert every["topics"] == [{"name": "clicks", "partitions": [
@@ -223,7 +233,7 @@ def test_commit_then_fetch_single_and_batched_groups(tmp_path: Path) -> None:
              "error_code": 0},
             {"partition_index": 1, "committed_offset": 7, "committed_leader_epoch": -1, "metadata": "",
              "error_code": 0}]}]
-        batched = await groups.offset_fetch(context(coordinator, 8), offset_fetch_v8.OffsetFetchRequest(
+        batched = await call(groups.offset_fetch, coordinator, 8, offset_fetch_v8.OffsetFetchRequest(
             groups=(offset_fetch_v8.OffsetFetchRequestGroup(group_id=GROUP, topics=(
                         offset_fetch_v8.OffsetFetchRequestTopics(name="clicks", partition_indexes=(1, 5)),)),
                     offset_fetch_v8.OffsetFetchRequestGroup(group_id="other", topics=None)),
@@ -234,7 +244,7 @@ def test_commit_then_fetch_single_and_batched_groups(tmp_path: Path) -> None:
         assert other == {"group_id": "other", "error_code": 0, "topics": []}
 
         coordinator.owned.clear()
-        moved = await groups.offset_fetch(context(coordinator, 1), offset_fetch_v1.OffsetFetchRequest(
+        moved = await call(groups.offset_fetch, coordinator, 1, offset_fetch_v1.OffsetFetchRequest(
             group_id=GROUP, topics=(offset_fetch_v1.OffsetFetchRequestTopic(name="clicks", partition_indexes=(0,)),)))
         # v1 has no group error: the requested partitions carry it
         assert moved["topics"][0]["partitions"][0]["error_code"] == NotCoordinatorError.errno
@@ -245,7 +255,7 @@ def test_commit_then_fetch_single_and_batched_groups(tmp_path: Path) -> None:
 def test_leave_list_delete_and_offset_delete(tmp_path: Path) -> None:
     async def scenario(coordinator: GroupCoordinator) -> None:
         member_id, generation = await stable_member(coordinator, consumer_metadata("clicks"), b"a")
-        await groups.offset_commit(context(coordinator, 8), offset_commit_v8.OffsetCommitRequest(
+        await call(groups.offset_commit, coordinator, 8, offset_commit_v8.OffsetCommitRequest(
             group_id=GROUP, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
             topics=tuple(offset_commit_v8.OffsetCommitRequestTopic(name=topic, partitions=(
                 offset_commit_v8.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
@@ -255,26 +265,26 @@ def test_leave_list_delete_and_offset_delete(tmp_path: Path) -> None:
             offset_delete_v0.OffsetDeleteRequestTopic(
                 name=topic, partitions=(offset_delete_v0.OffsetDeleteRequestPartition(partition_index=0),))
             for topic in ("clicks", "views")))
-        deleted = await groups.offset_delete(context(coordinator, 0), delete_request)
+        deleted = await call(groups.offset_delete, coordinator, 0, delete_request)
         assert deleted == {"error_code": 0, "topics": [
             {"name": "clicks", "partitions": [{"partition_index": 0,
                                                "error_code": GroupSubscribedToTopicError.errno}]},
             {"name": "views", "partitions": [{"partition_index": 0, "error_code": 0}]}]}
         assert set(coordinator.groups[GROUP].offsets) == {("clicks", 0)}
 
-        listed = await groups.list_groups(context(coordinator, 4),
+        listed = await call(groups.list_groups, coordinator, 4,
                                           list_groups_v4.ListGroupsRequest(states_filter=("Stable",)))
         assert listed == {"error_code": 0, "groups": [{"group_id": GROUP, "protocol_type": "consumer",
                                                        "group_state": "Stable"}]}
-        none = await groups.list_groups(context(coordinator, 4), list_groups_v4.ListGroupsRequest(
+        none = await call(groups.list_groups, coordinator, 4, list_groups_v4.ListGroupsRequest(
             states_filter=("Empty",)))
         assert none["groups"] == []
-        busy = await groups.delete_groups(context(coordinator, 2), delete_groups_v2.DeleteGroupsRequest(
+        busy = await call(groups.delete_groups, coordinator, 2, delete_groups_v2.DeleteGroupsRequest(
             groups_names=(GROUP, "unknown")))
         assert busy == {"results": [{"group_id": GROUP, "error_code": NonEmptyGroupError.errno},
                                     {"group_id": "unknown", "error_code": GroupIdNotFoundError.errno}]}
 
-        left = await groups.leave_group(context(coordinator, 5), leave_group_v5.LeaveGroupRequest(
+        left = await call(groups.leave_group, coordinator, 5, leave_group_v5.LeaveGroupRequest(
             group_id=GROUP, members=(leave_group_v5.MemberIdentity(member_id=member_id, group_instance_id=None,
                                                                    reason="shutting down"),
                                      leave_group_v5.MemberIdentity(member_id="ghost", group_instance_id=None,
@@ -282,17 +292,17 @@ def test_leave_list_delete_and_offset_delete(tmp_path: Path) -> None:
         assert left == {"error_code": 0, "members": [
             {"member_id": member_id, "group_instance_id": None, "error_code": 0},
             {"member_id": "ghost", "group_instance_id": None, "error_code": UnknownMemberIdError.errno}]}
-        again = await groups.leave_group(context(coordinator, 0), leave_group_v0.LeaveGroupRequest(
+        again = await call(groups.leave_group, coordinator, 0, leave_group_v0.LeaveGroupRequest(
             group_id=GROUP, member_id=member_id))
         assert again == {"error_code": UnknownMemberIdError.errno}
 
-        now_empty = await groups.offset_delete(context(coordinator, 0), delete_request)
+        now_empty = await call(groups.offset_delete, coordinator, 0, delete_request)
         assert [topic["partitions"][0]["error_code"] for topic in now_empty["topics"]] == [0, 0]
         assert coordinator.groups[GROUP].offsets == {}
-        gone = await groups.delete_groups(context(coordinator, 2), delete_groups_v2.DeleteGroupsRequest(
+        gone = await call(groups.delete_groups, coordinator, 2, delete_groups_v2.DeleteGroupsRequest(
             groups_names=(GROUP,)))
         assert gone == {"results": [{"group_id": GROUP, "error_code": 0}]}
-        missing = await groups.offset_delete(context(coordinator, 0), delete_request)
+        missing = await call(groups.offset_delete, coordinator, 0, delete_request)
         assert missing == {"error_code": GroupIdNotFoundError.errno, "topics": []}
 
     run(scenario, tmp_path)

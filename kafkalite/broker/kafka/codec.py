@@ -286,3 +286,45 @@ def build_entity(cls: type[Any], answer: Mapping[str, Any]) -> Any:
 def build_response(api_key: int, api_version: int, answer: Mapping[str, Any]) -> Any:
     """The kio response object of ``api_key`` at ``api_version`` for a handler's answer."""
     return build_entity(response_class(api_key, api_version), answer)
+
+
+# -- error answers --------------------------------------------------------------------------------
+#: A response item's field, and the request item's fields it is copied from in an error answer.
+_MIRRORED = {"name": ("name", "topic"), "topic": ("topic", "name"), "topic_id": ("topic_id",),
+             "partition_index": ("partition_index", "partition", "index"),
+             "partition": ("partition", "partition_index", "index"),
+             "index": ("index", "partition_index", "partition")}
+
+
+def _carries_error_code(cls: type[Any]) -> bool:
+    return any(spec.name == "error_code" or (spec.nested is not None and _carries_error_code(spec.nested))
+               for spec in _fields(cls))
+
+
+def _mirror(request_item: Any, cls: type[Any], code: int, message: str | None) -> dict[str, Any]:
+    """An answer of ``cls`` carrying ``code`` on every item the request named."""
+    answer: dict[str, Any] = {}
+    arrays = [getattr(request_item, item.name) for item in dataclasses.fields(request_item)
+              if isinstance(getattr(request_item, item.name), tuple)
+              and any(dataclasses.is_dataclass(element) for element in getattr(request_item, item.name))]
+    for spec in _fields(cls):
+        if spec.name == "error_code":
+            answer[spec.name] = code
+        elif spec.name == "error_message":
+            answer[spec.name] = message
+        elif spec.kind == _VALUE and spec.name in _MIRRORED:
+            for source in _MIRRORED[spec.name]:
+                if hasattr(request_item, source):
+                    answer[spec.name] = getattr(request_item, source)
+                    break
+        elif spec.kind == _ENTITIES and spec.nested is not None and arrays and _carries_error_code(spec.nested):
+            same = getattr(request_item, spec.name, None)
+            source_items = same if isinstance(same, tuple) and same in arrays else arrays[0]
+            answer[spec.name] = [_mirror(item, spec.nested, code, message) for item in source_items]
+    return answer
+
+
+def error_answer(api_key: int, api_version: int, request: Any, code: int, message: str | None) -> dict[str, Any]:
+    """Kafka's error response to ``request``: ``code`` at the top level when the response has an
+    error code there, and on every topic, partition or other item the request named."""
+    return _mirror(request, response_class(api_key, api_version), code, message)

@@ -11,8 +11,9 @@ handler, build the response of the negotiated version and write it.
 Kafka's answers to bad input: an ApiVersions request of a version the broker does not serve is
 answered UNSUPPORTED_VERSION in the v0 layout with the supported ranges; any other unknown API
 key or version, and a request that does not parse, closes the connection (logged at INFO,
-without a traceback). A handler's named error is answered with its code (the top-level
-``error_code`` of the response); an unexpected exception is logged at ERROR once and answered
+without a traceback). A handler's named error is answered with its code, at the top level when the
+response has an ``error_code`` there and on every item the request named (see
+:func:`~kafkalite.broker.kafka.codec.error_answer`); an unexpected exception is logged at ERROR once and answered
 UNKNOWN_SERVER_ERROR.
 
 Back-pressure: reading pauses while requests wait to be served (more than
@@ -187,16 +188,16 @@ class KafkaConnection(asyncio.Protocol):
             answer = await handler.handle(context, request)
         except BrokerResponseError as exc:
             log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)
-            answer = {"error_code": exc.errno, "error_message": str(exc)}
+            answer = codec.error_answer(api_key, api_version, request, exc.errno, str(exc))
         except KafkaliteError as exc:
             log.warning("API key %d v%d from %s failed: %s", api_key, api_version, self._peer, exc)
-            answer = {"error_code": -1, "error_message": str(exc)}
+            answer = codec.error_answer(api_key, api_version, request, -1, str(exc))
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception:
             log.error("unexpected failure serving API key %d v%d from %s", api_key, api_version, self._peer,
                       exc_info=True)
-            answer = {"error_code": -1}
+            answer = codec.error_answer(api_key, api_version, request, -1, None)
         if answer is NO_RESPONSE:
             return None
         return self._encode(api_key, api_version, correlation_id, answer)

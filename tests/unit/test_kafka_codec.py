@@ -1,0 +1,321 @@
+"""The Kafka listener's pieces without a broker: headers, parsing, the response builder, sniffing
+and one connection's framing, ordering, refusals and back-pressure (on a recording transport)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import struct
+import uuid
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+from kafkalite.broker.kafka import codec
+from kafkalite.broker.kafka.connection import MAX_QUEUED_REQUESTS, KafkaConnection
+from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
+from kafkalite.broker.kafka.registry import ApiRegistry
+from kafkalite.broker.listener import is_http
+from kafkalite.broker.services import BrokerServices
+from kafkalite.errors import InvalidRequestError, NotLeaderForPartitionError
+
+
+def _encode(entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def request_frame(api_key: int, version: int, correlation_id: int, body: Any, client_id: str | None = "test",
+                  tagged_header: bytes = b"\0") -> bytes:
+    """A request frame (size included) as a client writes it."""
+    header = struct.pack(">hhi", api_key, version, correlation_id)
+    if client_id is None:
+        header += struct.pack(">h", -1)
+    else:
+        header += struct.pack(">h", len(client_id)) + client_id.encode()
+    if load_request_schema(api_key, version).__flexible__:
+        header += tagged_header
+    payload = header + _encode(body)
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """(correlation id, kio response) of a response frame."""
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    (correlation_id,) = struct.unpack_from(">i", frame, 4)
+    cls = load_response_schema(api_key, version)
+    offset = 8 + (1 if cls.__flexible__ and api_key != codec.API_VERSIONS_KEY else 0)
+    response, used = entity_reader(cls)(frame, offset)
+    assert offset + used == len(frame)
+    return correlation_id, response
+
+
+def metadata_request(version: int, topics: list[str] | None) -> Any:
+    """A kio Metadata request (built with the listener's builder, which works for requests too)."""
+    return codec.build_entity(load_request_schema(3, version), {
+        "topics": None if topics is None else [{"name": name} for name in topics],
+        "allow_auto_topic_creation": False})
+
+
+# -- headers and parsing ------------------------------------------------------------------------
+@pytest.mark.parametrize("version", [0, 4, 9, 12])
+def test_request_header_and_body_round_trip_through_kio(version: int) -> None:
+    frame = request_frame(3, version, 77, metadata_request(version, ["a", "b"]), client_id="cli",
+                          tagged_header=b"\x01\x05\x02xy")  # one unknown tagged field, skipped
+    body = frame[4:]
+    flexible = codec.is_flexible(3, version)
+    if not flexible:
+        body = request_frame(3, version, 77, metadata_request(version, ["a", "b"]), client_id="cli")[4:]
+    header = codec.read_request_header(body, flexible)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (3, version, 77, "cli")
+    request = codec.parse_request(body, header, codec.request_class(3, version))  # type: ignore[arg-type]
+    assert [topic.name for topic in request.topics] == ["a", "b"]
+
+
+def test_null_client_id_is_read_as_none() -> None:
+    body = request_frame(3, 1, 1, metadata_request(1, None), client_id=None)[4:]
+    header = codec.read_request_header(body, False)
+    assert header.client_id is None
+
+
+@pytest.mark.parametrize("cut", [3, 7, 9, 12, 15])
+def test_truncated_requests_are_invalid_request(cut: int) -> None:
+    body = request_frame(3, 12, 5, metadata_request(12, ["topic-a"]))[4:]
+    with pytest.raises(InvalidRequestError):
+        header = codec.read_request_header(body[:cut], True)
+        codec.parse_request(body[:cut], header, codec.request_class(3, 12))  # type: ignore[arg-type]
+
+
+def test_bytes_after_the_body_are_invalid_request() -> None:
+    body = request_frame(3, 12, 5, metadata_request(12, ["topic-a"]))[4:] + b"\0"
+    header = codec.read_request_header(body, True)
+    with pytest.raises(InvalidRequestError, match="after"):
+        codec.parse_request(body, header, codec.request_class(3, 12))  # type: ignore[arg-type]
+
+
+# -- the response builder -----------------------------------------------------------------------
+def test_builder_converts_plain_values_and_fills_defaults_recursively() -> None:
+    topic_id = uuid.uuid4()
+    answer = {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}], "cluster_id": "c",
+              "controller_id": 1, "throttle_time_ms": 25, "not_a_field": 1,
+              "topics": [{"error_code": 0, "name": "t", "topic_id": topic_id.hex, "partitions": [
+                  {"error_code": 6, "partition_index": 0, "leader_id": 2, "replica_nodes": [2, 3], "isr_nodes": [2]}]}]}
+    response = codec.build_response(3, 12, answer)
+    assert response.throttle_time == datetime.timedelta(milliseconds=25)
+    topic = response.topics[0]
+    assert topic.topic_id == topic_id and topic.is_internal is False
+    partition = topic.partitions[0]
+    assert partition.error_code is ErrorCode.not_leader_or_follower
+    assert partition.leader_epoch == -1  # the schema's default
+    assert partition.replica_nodes == (2, 3) and partition.offline_replicas == ()
+    frame = codec.encode_response(3, 12, 9, response)
+    assert read_response(frame, 3, 12) == (9, response)
+
+
+def test_builder_drops_fields_an_old_version_lacks() -> None:
+    answer = {"brokers": [{"node_id": 1, "host": "h", "port": 1, "rack": "r"}], "cluster_id": "c",
+              "controller_id": 1, "topics": []}
+    old = codec.build_response(3, 0, answer)
+    assert not hasattr(old, "cluster_id") and not hasattr(old.brokers[0], "rack")
+    assert read_response(codec.encode_response(3, 0, 1, old), 3, 0)[1] == old
+
+
+def test_api_versions_always_answers_with_response_header_v0() -> None:
+    response = codec.build_response(18, 3, {"error_code": 0, "api_keys": [
+        {"api_key": 18, "min_version": 0, "max_version": 3}]})
+    frame = codec.encode_response(18, 3, 4, response)
+    assert read_response(frame, 18, 3) == (4, response)  # no tagged-field byte after the correlation id
+    flexible = codec.encode_response(3, 9, 4, codec.build_response(3, 9, {"topics": []}))
+    assert flexible[8] == 0  # response header v1: an empty tagged-field section
+
+
+def test_error_answer_names_every_item_of_the_request() -> None:
+    request = codec.build_entity(load_request_schema(0, 9), {"acks": -1, "timeout": 1000, "topic_data": [
+        {"name": "a", "partition_data": [{"index": 0, "records": b""}, {"index": 2, "records": b""}]}]})
+    answer = codec.error_answer(0, 9, request, 7, "timed out")
+    response = codec.build_response(0, 9, answer)
+    items = [(topic.name, partition.index, partition.error_code) for topic in response.responses
+             for partition in topic.partition_responses]
+    assert items == [("a", 0, ErrorCode.request_timed_out), ("a", 2, ErrorCode.request_timed_out)]
+    fetch = codec.build_response(1, 4, codec.error_answer(1, 4, codec.build_entity(load_request_schema(1, 4), {
+        "topics": [{"topic": "t", "partitions": [{"partition": 1, "fetch_offset": 5}]}]}), 6, None))
+    assert fetch.responses[0].partitions[0].partition_index == 1
+    assert fetch.responses[0].partitions[0].error_code is ErrorCode.not_leader_or_follower
+
+
+# -- sniffing -----------------------------------------------------------------------------------
+def test_sniffing_tells_http_methods_from_kafka_sizes() -> None:
+    for method in (b"GET /", b"POST /", b"PUT", b"DELETE", b"HEAD", b"OPTIONS", b"PATCH"):
+        assert is_http(method)
+    for kafka in (struct.pack(">i", 20), b"\x00", b"\x16\x03\x01", b"\xff"):
+        assert not is_http(kafka)
+
+
+# -- one connection -----------------------------------------------------------------------------
+@dataclass
+class RecordingTransport:
+    written: list[bytes] = field(default_factory=list)
+    closed: bool = False
+    paused: bool = False
+    pauses: int = 0
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None:
+        self.paused = True
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+
+SLOW_FIRST = asyncio.Event()
+
+
+async def _metadata_handler(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
+    if request.topics and request.topics[0].name == "slow":
+        await SLOW_FIRST.wait()  # the first request finishes after the second one arrived
+    if request.topics and request.topics[0].name == "fails":
+        raise NotLeaderForPartitionError("not here")
+    if request.topics and request.topics[0].name == "quiet":
+        return NO_RESPONSE
+    return {"brokers": [], "cluster_id": "c", "controller_id": 1,
+            "topics": [{"name": topic.name, "error_code": 0, "partitions": []} for topic in request.topics or ()]}
+
+
+def _connection(max_bytes: int = 1 << 20) -> tuple[KafkaConnection, RecordingTransport]:
+    services = cast(BrokerServices, SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=max_bytes)))
+    registry = ApiRegistry([ApiHandler(3, 0, 12, _metadata_handler)])
+    connection = KafkaConnection(services, registry, set())
+    transport = RecordingTransport()
+    connection.connection_made(cast(asyncio.Transport, transport))
+    return connection, transport
+
+
+async def _until(predicate: Any) -> None:
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine, 10))
+
+
+def test_pipelined_requests_are_answered_in_order_even_split_across_reads() -> None:
+    async def scenario() -> None:
+        SLOW_FIRST.clear()
+        connection, transport = _connection()
+        first = request_frame(3, 12, 1, metadata_request(12, ["slow"]))
+        second = request_frame(3, 1, 2, metadata_request(1, ["fast"]))
+        stream = first + second
+        for index in range(0, len(stream), 3):  # three bytes at a time
+            connection.data_received(stream[index:index + 3])
+        await asyncio.sleep(0.01)
+        assert transport.written == []  # the second waits for the first
+        SLOW_FIRST.set()
+        await _until(lambda: len(transport.written) == 2)
+        assert read_response(transport.written[0], 3, 12)[0] == 1
+        correlation_id, response = read_response(transport.written[1], 3, 1)
+        assert correlation_id == 2 and response.topics[0].name == "fast"
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_oversize_frame_closes_the_connection() -> None:
+    async def scenario() -> None:
+        connection, transport = _connection(max_bytes=100)
+        connection.data_received(struct.pack(">i", 101) + b"\0" * 10)
+        assert transport.closed
+        connection, transport = _connection(max_bytes=100)
+        connection.data_received(struct.pack(">i", -5))
+        assert transport.closed
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_named_error_is_answered_and_no_response_writes_nothing() -> None:
+    async def scenario() -> None:
+        connection, transport = _connection()
+        connection.data_received(request_frame(3, 12, 1, metadata_request(12, ["quiet"])))
+        connection.data_received(request_frame(3, 12, 2, metadata_request(12, ["fails"])))
+        await _until(lambda: len(transport.written) == 1)
+        correlation_id, response = read_response(transport.written[0], 3, 12)
+        assert correlation_id == 2  # Metadata has no top-level error code: every topic carries it
+        assert [(topic.name, topic.error_code) for topic in response.topics] == [
+            ("fails", ErrorCode.not_leader_or_follower)]
+        assert not transport.closed
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_unsupported_api_versions_version_gets_the_supported_ranges_in_v0() -> None:
+    async def scenario() -> None:
+        connection, transport = _connection()
+        frame = struct.pack(">hhih", 18, 42, 7, -1) + b"whatever a future version carries"
+        connection.data_received(struct.pack(">i", len(frame)) + frame)
+        await _until(lambda: len(transport.written) == 1)
+        correlation_id, response = read_response(transport.written[0], 18, 0)
+        assert correlation_id == 7 and response.error_code is ErrorCode.unsupported_version
+        assert {(item.api_key, item.min_version, item.max_version) for item in response.api_keys} == {
+            (3, 0, 12), (18, 0, 3)}
+        assert not transport.closed
+        await connection.stop()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("frame", [
+    struct.pack(">hhih", 3, 13, 1, -1),  # a version beyond the registered range
+    struct.pack(">hhih", 999, 0, 1, -1),  # an unknown API key
+    struct.pack(">hhih", 3, 12, 1, -1) + b"\x05",  # a body that does not parse
+    b"\x00\x03",  # shorter than a header
+])
+def test_unknown_or_malformed_requests_close_the_connection(frame: bytes) -> None:
+    async def scenario() -> None:
+        connection, transport = _connection()
+        connection.data_received(struct.pack(">i", len(frame)) + frame)
+        await _until(lambda: transport.closed)
+        assert transport.written == []
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_a_client_that_does_not_read_is_not_read_from() -> None:
+    async def scenario() -> None:
+        connection, transport = _connection()
+        connection.pause_writing()  # the transport's write buffer is over its high-water mark
+        frame = request_frame(3, 1, 1, metadata_request(1, ["t"]))
+        connection.data_received(frame * (MAX_QUEUED_REQUESTS + 5))
+        await asyncio.sleep(0.01)
+        assert transport.paused and len(transport.written) == 0
+        connection.resume_writing()
+        await _until(lambda: len(transport.written) == MAX_QUEUED_REQUESTS + 5)
+        assert not transport.paused
+        await connection.stop()
+
+    run(scenario())

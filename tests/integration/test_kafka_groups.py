@@ -46,7 +46,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[Bro
 def _topic(cluster: BrokerCluster, partitions: int = PARTITIONS) -> str:
     name = f"kg-{uuid.uuid4().hex[:10]}"
     cluster.create_topic(name, partitions=partitions, replication_factor=3)
-    cluster.wait_for(lambda: all(item["leader"] > 0 for item in cluster.partitions(name)), 30, f"leaders for {name}")
+    # every broker's metadata must know the leaders: a client's first metadata answer (from any
+    # broker) decides which partitions its group's leader assigns
+    for broker_id in cluster.brokers:
+        cluster.wait_for(lambda broker=broker_id: len([item for item in cluster.partitions(name, broker)
+                                                       if item["leader"] > 0]) == partitions, 30,
+                         f"leaders for {name} in broker {broker_id}'s metadata")
     return name
 
 
@@ -142,9 +147,18 @@ class Poller:
 def _kafka_python(cluster: BrokerCluster, topic: str, group: str) -> Callable[[], Any]:
     from kafka import KafkaConsumer
 
-    return lambda: KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
-                                 auto_offset_reset="earliest", enable_auto_commit=False,
-                                 session_timeout_ms=10_000, heartbeat_interval_ms=500, client_id="kafka-python")
+    def make() -> Any:
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=500,
+                                 client_id="kafka-python", metadata_max_age_ms=2000)
+        # the topic's partitions known before joining: a leader without them assigns nothing
+        # (kafka-python: "No partition metadata for topic") and depends on a later rejoin
+        _wait(lambda: len(consumer.partitions_for_topic(topic) or ()) == PARTITIONS, 30,
+              f"kafka-python's metadata of {topic}")
+        consumer.subscribe([topic])
+        return consumer
+
+    return make
 
 
 def _kafkalite(cluster: BrokerCluster, topic: str, group: str) -> Callable[[], Any]:

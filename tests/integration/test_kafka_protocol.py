@@ -7,8 +7,13 @@ records back over HTTP from the same address; a plain HTTP request still works t
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
+import random
+import re
+import socket
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,19 +21,32 @@ from collections.abc import Iterator
 import pytest
 
 from kafkalite import KafkaConsumer as KafkaliteConsumer, TopicPartition as KafkaliteTopicPartition
-from tests.support.cluster import BrokerCluster
+from tests.support import kafka_wire as wire
+from tests.support.cluster import ROOT, BrokerCluster
 
 pytestmark = pytest.mark.integration
+
+
+#: socket.request.max.bytes of the test brokers (small, so the fuzz can cross it cheaply).
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
     connect = f"{zookeeper.connect_string}/kafka-protocol-{uuid.uuid4().hex[:8]}"
-    brokers = BrokerCluster(tmp_path_factory.mktemp("kafka-protocol"), connect, size=3).start()
+    brokers = BrokerCluster(tmp_path_factory.mktemp("kafka-protocol"), connect, size=3,
+                            extra_properties={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)}).start()
     try:
         yield brokers
     finally:
         brokers.stop()
+    assert error_lines(brokers) == []
+
+
+def error_lines(cluster: BrokerCluster) -> list[str]:
+    """Every line any broker logged at ERROR (a traceback is logged at ERROR)."""
+    return [line for broker in cluster.brokers.values() if broker.log_path.exists()
+            for line in broker.log_path.read_text(errors="replace").splitlines() if "] ERROR " in line]
 
 
 def _topic(cluster: BrokerCluster, partitions: int = 3, replication_factor: int = 3) -> str:
@@ -152,3 +170,210 @@ def test_http_still_served_on_the_same_port(cluster: BrokerCluster) -> None:
     finally:
         connection.close()
     assert len(body["brokers"]) == 3
+
+
+def test_aiokafka_producer_and_assigned_consumer(cluster: BrokerCluster) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = _topic(cluster, partitions=2)
+
+    async def scenario() -> list[tuple[int, bytes]]:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all",
+                                             enable_idempotence=True, compression_type="gzip")
+        await producer.start()
+        try:
+            for index in range(200):
+                await producer.send(topic, value=f"a{index}".encode(), partition=index % 2)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False,
+                                             auto_offset_reset="earliest")
+        await consumer.start()
+        seen: list[tuple[int, bytes]] = []
+        try:
+            consumer.assign([aiokafka.TopicPartition(topic, 0), aiokafka.TopicPartition(topic, 1)])
+            await consumer.seek_to_beginning()
+            deadline = time.monotonic() + 30
+            while len(seen) < 200 and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                seen.extend((record.partition, record.value) for records in batches.values() for record in records)
+        finally:
+            await consumer.stop()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert sorted(seen) == sorted((index % 2, f"a{index}".encode()) for index in range(200))
+    for partition in (0, 1):  # per-partition send order is kept
+        values = [value for number, value in seen if number == partition]
+        assert values == [f"a{index}".encode() for index in range(partition, 200, 2)]
+
+
+def test_acks_zero_and_auto_created_topic(cluster: BrokerCluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = f"kp-auto-{uuid.uuid4().hex[:8]}"  # unknown: the producer's Metadata request creates it
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks=0)
+    for index in range(50):
+        producer.send(topic, value=f"z{index}".encode(), partition=0)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=10_000,
+                             enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    values = []
+    for record in consumer:
+        values.append(record.value)
+        if len(values) == 50:
+            break
+    end = consumer.end_offsets([TopicPartition(topic, 0)])
+    consumer.close()
+    assert values == [f"z{index}".encode() for index in range(50)]
+    assert end == {TopicPartition(topic, 0): 50}
+
+
+def _exchange(address: str, payload: bytes, responses: int | None = None, timeout: float = 5.0) -> bytes:
+    """Send ``payload`` and read ``responses`` response frames; with None, half-close (the broker
+    then closes the connection, as Kafka does) and read until it does."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        connection.sendall(payload)
+        if responses is None:
+            connection.shutdown(socket.SHUT_WR)
+        received = bytearray()
+        while responses is None or len(_split_frames(bytes(received), partial=True)) < responses:
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+        return bytes(received)
+
+
+def _split_frames(data: bytes, partial: bool = False) -> list[bytes]:
+    """The whole frames of ``data`` (which must hold nothing else unless ``partial``)."""
+    frames = []
+    while len(data) >= 4:
+        (size,) = struct.unpack_from(">i", data)
+        if len(data) < 4 + size:
+            break
+        frames.append(data[:4 + size])
+        data = data[4 + size:]
+    assert partial or data == b""
+    return frames
+
+
+def test_pipelined_requests_are_answered_in_order_and_old_versions_fall_back(cluster: BrokerCluster) -> None:
+    address = cluster.brokers[1].address
+    payload = b"".join(
+        wire.request_frame(18, 3, correlation, wire.request(18, 3, {"client_software_name": "t",
+                                                                    "client_software_version": "1"}))
+        if correlation % 2 else wire.request_frame(3, 12, correlation, wire.metadata_request(12, None))
+        for correlation in range(40))
+    frames = _split_frames(_exchange(address, payload, responses=40))
+    assert len(frames) == 40
+    for correlation, frame in enumerate(frames):
+        api_key, version = (18, 3) if correlation % 2 else (3, 12)
+        answered, response = wire.read_response(frame, api_key, version)
+        assert answered == correlation
+        if api_key == 3:
+            assert sorted(broker.node_id for broker in response.brokers) == [1, 2, 3]
+            assert {f"{broker.host}:{broker.port}" for broker in response.brokers} == set(cluster.bootstrap.split(","))
+    # an ApiVersions version from the future: UNSUPPORTED_VERSION in the v0 layout, with the ranges
+    future = struct.pack(">hhih", 18, 99, 5, -1) + b"future fields"
+    (frame,) = _split_frames(_exchange(address, struct.pack(">i", len(future)) + future, responses=1))
+    correlation, response = wire.read_response(frame, 18, 0)
+    assert correlation == 5 and response.error_code == 35
+    ranges = {item.api_key: (item.min_version, item.max_version) for item in response.api_keys}
+    assert ranges[18] == (0, 3) and ranges[0][0] <= 3 <= ranges[0][1]
+
+
+def _fuzz_cases(rng: random.Random, valid: list[bytes]) -> list[bytes]:
+    cases: list[bytes] = []
+    for _ in range(80):  # random bytes (some start with a letter and reach the HTTP side)
+        cases.append(rng.randbytes(rng.randint(1, 300)))
+    for size in (-1, -2**31, MAX_REQUEST_BYTES + 1, 2**31 - 1, 0, 1, 3):  # bad and tiny sizes
+        cases.append(struct.pack(">i", size) + rng.randbytes(rng.randint(0, 16)))
+    cases.append(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a TLS ClientHello's start
+    for _ in range(100):  # a header with random keys and versions, then random bytes
+        body = struct.pack(">hhih", rng.choice([rng.randint(-5, 80), 1000, 32767, -32768]), rng.randint(-3, 40),
+                           rng.randint(0, 1000), -1) + rng.randbytes(rng.randint(0, 64))
+        cases.append(struct.pack(">i", len(body)) + body)
+    for _ in range(100):  # valid requests truncated, with a size that matches what is sent
+        frame = rng.choice(valid)
+        cut = rng.randint(0, len(frame) - 5)
+        body = frame[4:4 + cut]
+        cases.append(struct.pack(">i", len(body)) + body)
+    for _ in range(100):  # valid requests with a few bytes changed
+        frame = bytearray(rng.choice(valid))
+        for _ in range(rng.randint(1, 4)):
+            frame[rng.randrange(4, len(frame))] = rng.randrange(256)
+        cases.append(bytes(frame))
+    for _ in range(20):  # a size promising more than is sent
+        frame = rng.choice(valid)
+        cases.append(struct.pack(">i", len(frame) + rng.randint(1, 100)) + frame[4:])
+    return cases
+
+
+def test_listener_fuzz_leaves_the_broker_serving(cluster: BrokerCluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = _topic(cluster, partitions=1, replication_factor=1)
+    valid = [
+        wire.request_frame(18, 3, 1, wire.request(18, 3, {"client_software_name": "f",
+                                                         "client_software_version": "1"})),
+        wire.request_frame(18, 0, 1, wire.request(18, 0, {})),
+        wire.request_frame(3, 12, 2, wire.metadata_request(12, [topic])),
+        wire.request_frame(3, 1, 2, wire.metadata_request(1, [topic])),
+        wire.request_frame(1, 12, 3, wire.request(1, 12, {"max_wait": 10, "min_bytes": 1, "max_bytes": 1 << 20,
+                                                        "topics": [{"topic": topic, "partitions": [
+                                                            {"partition": 0, "fetch_offset": 0,
+                                                             "partition_max_bytes": 1 << 20}]}]})),
+        wire.request_frame(2, 5, 4, wire.request(2, 5, {"replica_id": -1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})),
+        wire.request_frame(0, 9, 5, wire.request(0, 9, {"acks": 1, "timeout": 1000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": b"\0" * 61}]}]})),
+        wire.request_frame(22, 4, 6, wire.request(22, 4, {"transaction_timeout": 1000, "producer_id": -1,
+                                                         "producer_epoch": -1})),
+        wire.request_frame(60, 0, 7, wire.request(60, 0, {})),
+        wire.request_frame(17, 1, 8, wire.request(17, 1, {"mechanism": "PLAIN"})),
+        wire.request_frame(23, 4, 9, wire.request(23, 4, {"replica_id": -1, "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "leader_epoch": 0}]}]})),
+    ]
+    for frame in valid:  # every valid request gets exactly one answer
+        assert len(_split_frames(_exchange(cluster.brokers[1].address, frame, responses=1))) == 1
+    cases = _fuzz_cases(random.Random(16), valid)
+    assert len(cases) >= 400
+    started = time.monotonic()
+    for case in cases:
+        _exchange(cluster.brokers[1].address, case)
+    elapsed = time.monotonic() - started
+    assert elapsed < 60, elapsed
+    assert cluster.brokers[1].alive
+    assert error_lines(cluster) == []
+    # a normal client is unaffected
+    producer = KafkaProducer(bootstrap_servers=cluster.brokers[1].address, acks=1)
+    offset = producer.send(topic, value=b"after the fuzz").get(timeout=30).offset
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=10_000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek(TopicPartition(topic, 0), offset)
+    assert next(iter(consumer)).value == b"after the fuzz"
+    consumer.close()
+
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _readme_block(name: str) -> str:
+    match = re.search(rf"<!-- readme-test: {name} -->\s*```python\n(.*?)```", README, re.S)
+    assert match, f"README has no block marked readme-test: {name}"
+    return match.group(1)
+
+
+def test_readme_kafka_client_blocks_run_as_written(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("kafka-python", "confluent-kafka"):
+        exec(compile(_readme_block(name).replace("localhost:9092", cluster.bootstrap), f"README:{name}", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    # kafka-python's producer created "orders" and wrote the first record; confluent-kafka the second
+    assert printed[0] == "0 0 b'user1' b'login'"
+    assert printed[-1] == "0 0 b'user1' b'login'"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -13,9 +12,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 
 from kafkalite.broker.kafka import codec
 from kafkalite.broker.kafka.connection import MAX_QUEUED_REQUESTS, KafkaConnection
@@ -24,45 +22,7 @@ from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.listener import is_http
 from kafkalite.broker.services import BrokerServices
 from kafkalite.errors import InvalidRequestError, NotLeaderForPartitionError
-
-
-def _encode(entity: Any) -> bytes:
-    buffer = io.BytesIO()
-    entity_writer(type(entity))(buffer, entity)
-    return buffer.getvalue()
-
-
-def request_frame(api_key: int, version: int, correlation_id: int, body: Any, client_id: str | None = "test",
-                  tagged_header: bytes = b"\0") -> bytes:
-    """A request frame (size included) as a client writes it."""
-    header = struct.pack(">hhi", api_key, version, correlation_id)
-    if client_id is None:
-        header += struct.pack(">h", -1)
-    else:
-        header += struct.pack(">h", len(client_id)) + client_id.encode()
-    if load_request_schema(api_key, version).__flexible__:
-        header += tagged_header
-    payload = header + _encode(body)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def read_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
-    """(correlation id, kio response) of a response frame."""
-    (size,) = struct.unpack_from(">i", frame)
-    assert size == len(frame) - 4
-    (correlation_id,) = struct.unpack_from(">i", frame, 4)
-    cls = load_response_schema(api_key, version)
-    offset = 8 + (1 if cls.__flexible__ and api_key != codec.API_VERSIONS_KEY else 0)
-    response, used = entity_reader(cls)(frame, offset)
-    assert offset + used == len(frame)
-    return correlation_id, response
-
-
-def metadata_request(version: int, topics: list[str] | None) -> Any:
-    """A kio Metadata request (built with the listener's builder, which works for requests too)."""
-    return codec.build_entity(load_request_schema(3, version), {
-        "topics": None if topics is None else [{"name": name} for name in topics],
-        "allow_auto_topic_creation": False})
+from tests.support.kafka_wire import metadata_request, read_response, request_frame
 
 
 # -- headers and parsing ------------------------------------------------------------------------
@@ -316,6 +276,23 @@ def test_a_client_that_does_not_read_is_not_read_from() -> None:
         connection.resume_writing()
         await _until(lambda: len(transport.written) == MAX_QUEUED_REQUESTS + 5)
         assert not transport.paused
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_a_large_unfinished_frame_behind_queued_ones_does_not_stall_reading() -> None:
+    async def scenario() -> None:
+        names = [f"topic-{index:04d}" for index in range(60)]
+        first = request_frame(3, 1, 1, metadata_request(1, names))
+        second = request_frame(3, 1, 2, metadata_request(1, names))
+        connection, transport = _connection(max_bytes=len(first) + 10)
+        connection.data_received(first + second[:-5])  # the second frame is nearly complete
+        await _until(lambda: len(transport.written) == 1)
+        assert not transport.paused
+        connection.data_received(second[-5:])
+        await _until(lambda: len(transport.written) == 2)
+        assert [read_response(frame, 3, 1)[0] for frame in transport.written] == [1, 2]
         await connection.stop()
 
     run(scenario())

@@ -17,7 +17,8 @@ response has an ``error_code`` there and on every item the request named (see
 UNKNOWN_SERVER_ERROR.
 
 Back-pressure: reading pauses while requests wait to be served (more than
-:data:`MAX_QUEUED_REQUESTS`, or more than ``socket.request.max.bytes`` buffered), and the next
+:data:`MAX_QUEUED_REQUESTS`, or more than ``socket.request.max.bytes`` of whole requests; the
+unfinished frame is bounded by that size on its own and never holds reading paused), and the next
 response is written only while the transport's write buffer is under its high-water mark, so a
 client that does not read its answers stops being read from instead of growing buffers.
 
@@ -98,7 +99,7 @@ class KafkaConnection(asyncio.Protocol):
             del buffer[:start]
             self._frame_ready.set()
         if not self._reading_paused and (len(self._frames) > MAX_QUEUED_REQUESTS
-                                         or self._queued_bytes + len(buffer) > self.max_request_bytes + 4):
+                                         or self._queued_bytes > self.max_request_bytes):
             self._reading_paused = True
             if self._transport is not None:
                 self._transport.pause_reading()
@@ -142,7 +143,7 @@ class KafkaConnection(asyncio.Protocol):
                 frame = self._frames.popleft()
                 self._queued_bytes -= len(frame)
                 if self._reading_paused and len(self._frames) <= MAX_QUEUED_REQUESTS // 2 \
-                        and self._queued_bytes + len(self._buffer) <= self.max_request_bytes // 2:
+                        and self._queued_bytes <= self.max_request_bytes // 2:
                     self._reading_paused = False
                     transport.resume_reading()
                 response = await self.serve(frame)

@@ -418,6 +418,13 @@ class GroupIdNotFoundError(BrokerResponseError):
     http_status = 404
 
 
+class GroupSubscribedToTopicError(BrokerResponseError):
+    errno = 86
+    message = "GROUP_SUBSCRIBED_TO_TOPIC"
+    description = "The consumer group is actively subscribed to the topic."
+    http_status = 409
+
+
 class FencedLeaderEpochError(BrokerResponseError):
     errno = 74
     message = "FENCED_LEADER_EPOCH"

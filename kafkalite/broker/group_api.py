@@ -150,6 +150,13 @@ class OffsetCommitAnswer:
 
 
 @dataclass(frozen=True)
+class OffsetDeleteRequest:
+    group_id: str
+    #: (topic, partition) pairs whose committed offsets to delete.
+    partitions: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
 class OffsetFetchRequest:
     group_id: str
     #: Topics and their partitions (None: every committed partition of the topic); None: all.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Callable
 
 from kafkalite import protocol
@@ -41,6 +42,7 @@ from kafkalite.broker.group_api import (
     ListGroupsAnswer,
     OffsetCommitAnswer,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchAnswer,
     OffsetFetchRequest,
     PartitionOutcome,
@@ -57,6 +59,7 @@ from kafkalite.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     InvalidGroupIdError,
     InvalidRequestError,
     NonEmptyGroupError,
@@ -71,6 +74,26 @@ __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 log = logging.getLogger(__name__)
 
 _SWEEP_INTERVAL = 0.1
+
+
+def subscribed_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a member's protocol metadata in Kafka's ConsumerProtocol encoding (every
+    version starts with an int16 version and an array of int16-length topic names); None when
+    the bytes are not in that encoding."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        if not 0 <= count <= len(metadata):
+            return None
+        offset, topics = 6, []
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", metadata, offset)
+            if size < 0:
+                return None
+            topics.append(bytes(metadata[offset + 2:offset + 2 + size]).decode("utf-8"))
+            offset += 2 + size
+        return topics if offset <= len(metadata) else None
+    except (struct.error, UnicodeDecodeError):
+        return None
 
 
 class GroupCoordinator:
@@ -253,6 +276,33 @@ class GroupCoordinator:
     async def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchAnswer:
         self._check_owner(request.group_id)
         return OffsetFetchAnswer(self.store.committed(self.groups.get(request.group_id), request.topics))
+
+    async def offset_delete(self, request: OffsetDeleteRequest) -> list[PartitionOutcome]:
+        """Delete committed offsets of a group (Kafka's OffsetDelete): GROUP_ID_NOT_FOUND for no
+        such group, NON_EMPTY_GROUP for a group with members of a protocol other than
+        ``consumer``; a partition of a topic a member subscribes to answers
+        GROUP_SUBSCRIBED_TO_TOPIC, the others are deleted with one append."""
+        self._check_owner(request.group_id)
+        group = self.groups.get(request.group_id)
+        if group is None or group.state is GroupState.DEAD:
+            raise GroupIdNotFoundError(f"group {request.group_id} does not exist")
+        subscribed: set[str] = set()
+        if group.members:
+            if group.protocol_type != "consumer":
+                raise NonEmptyGroupError(f"group {request.group_id} has active members")
+            protocol_name = group.protocol_name or ""
+            for member in group.members.values():
+                topics = subscribed_topics(member.metadata_for(protocol_name))
+                if topics is None:  # not Kafka's consumer encoding: every topic counts as subscribed
+                    subscribed.update(topic for topic, _ in request.partitions)
+                else:
+                    subscribed.update(topics)
+        deletable = [key for key in request.partitions if key[0] not in subscribed]
+        error = await self.store.delete_offsets(group, deletable)
+        return [PartitionOutcome(topic, number, GroupSubscribedToTopicError(f"group {request.group_id} "
+                                                                            f"subscribes to {topic}")
+                                 if topic in subscribed else error)
+                for topic, number in request.partitions]
 
     # -- admin --------------------------------------------------------------------------------
     async def list_groups(self, states: list[str] | None = None) -> ListGroupsAnswer:

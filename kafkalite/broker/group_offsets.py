@@ -205,6 +205,17 @@ class OffsetStore:
         value = group.to_record().encode() if (group.members or group.generation > 0) else None
         return await self.log.append(group.partition, [(GroupKey(group.group_id).encode(), value)])
 
+    async def delete_offsets(self, group: Group, keys: list[tuple[str, int]]) -> BrokerResponseError | None:
+        """Tombstones for some of the group's committed offsets (one append)."""
+        if not keys:
+            return None
+        error = await self.log.append(group.partition, [(OffsetKey(group.group_id, topic, number).encode(), None)
+                                                        for topic, number in keys])
+        if error is None:
+            for key in keys:
+                group.offsets.pop(key, None)
+        return error
+
     async def delete_group(self, group: Group) -> BrokerResponseError | None:
         """Tombstones for the group's offsets and record."""
         tombstones: list[KeyedRecord] = [

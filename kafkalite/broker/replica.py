@@ -44,6 +44,7 @@ from kafkalite import protocol
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.partition import Partition, Role
+from kafkalite.broker.producer_state import ProducerEntry
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator
@@ -503,6 +504,12 @@ class ReplicaManager:
         if found is None or found[0] >= partition.high_watermark:
             return -1, -1, partition.leader_epoch
         return found[0], found[1], partition.leader_epoch
+
+    def producers(self, topic: str, number: int) -> dict[int, ProducerEntry]:
+        """The idempotent producers the leader of ``topic-number`` (this broker) keeps state for."""
+        partition = self._partition_for(topic, number)
+        partition.check_leader()
+        return dict(partition.producer_state.producers)
 
     async def delete_records(self, topic: str, number: int, offset: int, timeout_ms: int) -> int:
         """DeleteRecords on the leader: move the log start offset to ``offset`` (-1: the high

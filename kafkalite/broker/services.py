@@ -122,6 +122,24 @@ class EpochAnswer:
 
 
 @dataclass(frozen=True)
+class ActiveProducer:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+
+
+@dataclass(frozen=True)
+class ProducersAnswer:
+    """The idempotent producers a partition's leader keeps state for (DescribeProducers)."""
+
+    topic: str
+    partition: int
+    error: BrokerResponseError | None
+    producers: list[ActiveProducer] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class DeleteRecordsQuery:
     """Delete the records of a partition before ``offset`` (-1: the high watermark)."""
 
@@ -366,6 +384,17 @@ class ReplicaService:
                 answers.append(EpochAnswer(query.topic, query.partition, exc))
         return answers
 
+    def describe_producers(self, partitions: list[tuple[str, int]]) -> list[ProducersAnswer]:
+        """The producer state of partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere)."""
+        answers = []
+        for topic, number in partitions:
+            try:
+                producers = [ActiveProducer(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp)
+                             for producer_id, entry in sorted(self.replica_manager.producers(topic, number).items())]
+                answers.append(ProducersAnswer(topic, number, None, producers))
+            except BrokerResponseError as exc:
+                answers.append(ProducersAnswer(topic, number, exc))
+        return answers
 
     async def delete_records(self, queries: list[DeleteRecordsQuery], timeout_ms: int) -> list[DeleteRecordsAnswer]:
         """DeleteRecords (Kafka's KIP-107) on the partitions this broker leads, answered in the

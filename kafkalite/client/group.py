@@ -55,6 +55,7 @@ blocked in ``poll()``/``close()``, so a listener may call the consumer (``commit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import re
@@ -79,7 +80,9 @@ from kafkalite.client.group_assignment import (
     decode_assignment,
     decode_json,
     decode_subscription,
+    encode_assignment,
     encode_json,
+    encode_subscription,
     rebalance_protocol,
     resolve_assignors,
 )
@@ -413,7 +416,7 @@ class GroupMembership:
                 owned, generation = [], -1
             subscription = Subscription(sorted(topics), owned if generation >= 0 else [], generation if owned else -1,
                                         self.group_instance_id)
-            protocols.append({"name": assignor.name, "metadata": encode_json(subscription.to_json())})
+            protocols.append({"name": assignor.name, "metadata": encode_subscription(subscription)})
         return protocols
 
     async def _ensure_metadata(self) -> None:
@@ -487,6 +490,9 @@ class GroupMembership:
                 log.warning("group %s: member %s sent unreadable subscription metadata", self.group_id,
                             member.get("member_id"))
                 subscription = Subscription([])
+            instance_id = member.get("group_instance_id")
+            if subscription.group_instance_id is None and isinstance(instance_id, str) and instance_id:
+                subscription = dataclasses.replace(subscription, group_instance_id=instance_id)
             subscriptions[str(member["member_id"])] = subscription
         topics = sorted({topic for subscription in subscriptions.values() for topic in subscription.topics})
         metadata = self.core.metadata
@@ -501,7 +507,7 @@ class GroupMembership:
         log.info("group %s: leader %s assigned %d partitions of %d topics to %d members with %s", self.group_id,
                  self.member_id, sum(partitions_per_topic.values()), len(partitions_per_topic), len(subscriptions),
                  assignor.name)
-        return [{"member_id": member_id, "assignment": encode_json(plan.get(member_id, Assignment([])).to_json())}
+        return [{"member_id": member_id, "assignment": encode_assignment(plan.get(member_id, Assignment([])))}
                 for member_id in subscriptions]
 
     # -- what the heartbeat reports -------------------------------------------------------------
@@ -670,6 +676,7 @@ class GroupMembership:
 # stay importable from here, where the consumer-group API was first documented.
 __all__ = [
     "ConsumerRebalanceListener", "GroupConsumer", "GroupConsumerSettings", "GroupMembership", "JoinResult",
-    "MemberState", "decode_assignment", "decode_json", "decode_subscription", "encode_json", "rebalance_protocol",
+    "MemberState", "decode_assignment", "decode_json", "decode_subscription", "encode_assignment", "encode_json",
+    "encode_subscription", "rebalance_protocol",
     "resolve_assignors",
 ]

@@ -25,7 +25,9 @@ from kafkalite.client.group import (
     decode_assignment,
     decode_json,
     decode_subscription,
+    encode_assignment,
     encode_json,
+    encode_subscription,
     rebalance_protocol,
     resolve_assignors,
 )
@@ -397,3 +399,28 @@ def test_reset_offsets_scenarios_stay_within_the_log() -> None:
 def test_tables_are_aligned_with_dashes_for_missing_cells() -> None:
     text = format_table(("GROUP", "LAG", "CONSUMER-ID"), [("g", 5, None), ("longer-group", None, "c-1")])
     assert text.splitlines() == ["GROUP        LAG CONSUMER-ID", "g            5   -", "longer-group -   c-1"]
+
+
+def test_metadata_uses_kafkas_consumer_protocol_encoding() -> None:
+    """Members of one group may use Kafka's clients: kafkalite writes Kafka's ConsumerProtocol
+    (checked with kafka-python's own decoder) and reads what kafka-python writes."""
+    from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+    subscription = Subscription(["b", "a"], [("a", 0), ("a", 1)], 4, None, b"user")
+    encoded = encode_subscription(subscription)
+    assert encoded == encode_subscription(Subscription(["b", "a"], [("a", 0), ("a", 1)], 4, None, b"user"))
+    theirs = ConsumerProtocolSubscription.decode(base64.b64decode(encoded))
+    assert (theirs.version, theirs.topics, theirs.user_data, theirs.generation_id) == (3, ["b", "a"], b"user", 4)
+    assert [(item.topic, sorted(item.partitions)) for item in theirs.owned_partitions] == [("a", [0, 1])]
+    assert decode_subscription(encoded) == subscription
+    assignment = Assignment([("t", 0), ("t", 2), ("u", 1)])
+    decoded = ConsumerProtocolAssignment.decode(base64.b64decode(encode_assignment(assignment)))
+    assert [(item.topic, item.partitions) for item in decoded.assigned_partitions] == [("t", [0, 2]), ("u", [1])]
+    assert decode_assignment(encode_assignment(assignment)) == assignment
+
+    from_kafka_python = ConsumerProtocolSubscription(0, ["clicks"], b"").encode()
+    assert decode_subscription(base64.b64encode(from_kafka_python).decode()) == Subscription(["clicks"])
+    kafka_assignment = ConsumerProtocolAssignment(0, [("clicks", [0, 1])], b"").encode()
+    assert decode_assignment(base64.b64encode(kafka_assignment).decode()) == Assignment([("clicks", 0),
+                                                                                         ("clicks", 1)])
+    assert decode_subscription(base64.b64encode(b"\x00\x00\x00\x00\x00\x05ab").decode()) is None

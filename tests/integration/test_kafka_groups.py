@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -248,6 +249,9 @@ def test_offsets_committed_over_one_protocol_are_read_over_the_other(cluster: Br
         kafkalite_consumer.close()
 
 
+_NO_TOPIC = SimpleNamespace(partitions={})
+
+
 def _partition_count(cluster: BrokerCluster, topic: str) -> int:
     """The partitions of ``topic`` in the cluster's metadata (0: no such topic)."""
     topics = cluster.metadata([topic])["topics"]
@@ -269,8 +273,8 @@ def test_confluent_kafka_group_consumer_and_admin_client(cluster: BrokerCluster)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topic, group = f"cf-{uuid.uuid4().hex[:10]}", f"cf-group-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, 3, 3, config={"retention.ms": "3600000"})])[topic].result(30)
-    # the topics checked over HTTP: librdkafka's all-topics Metadata request is refused by the
-    # listener for now ("3 bytes after the MetadataRequest v12 body")
+    _wait(lambda: len(admin.list_topics(timeout=10).topics.get(topic, _NO_TOPIC).partitions) == 3, 30,
+          "the new topic in librdkafka's all-topics metadata")
     _wait(lambda: _partition_count(cluster, topic) == 3, 30, "the new topic in metadata")
 
     def config(name: str) -> str:

@@ -54,11 +54,21 @@ def test_truncated_requests_are_invalid_request(cut: int) -> None:
         codec.parse_request(body[:cut], header, codec.request_class(3, 12))  # type: ignore[arg-type]
 
 
-def test_bytes_after_the_body_are_invalid_request() -> None:
-    body = request_frame(3, 12, 5, metadata_request(12, ["topic-a"]))[4:] + b"\0"
-    header = codec.read_request_header(body, True)
-    with pytest.raises(InvalidRequestError, match="after"):
-        codec.parse_request(body, header, codec.request_class(3, 12))  # type: ignore[arg-type]
+def test_bytes_after_the_body_are_ignored_as_kafka_ignores_them() -> None:
+    exact = request_frame(3, 12, 5, metadata_request(12, ["topic-a"]))[4:]
+    header = codec.read_request_header(exact, True)
+    expected = codec.parse_request(exact, header, codec.request_class(3, 12))  # type: ignore[arg-type]
+    padded = exact + b"\x01\0\0"
+    assert codec.parse_request(padded, header, codec.request_class(3, 12)) == expected  # type: ignore[arg-type]
+    assert [topic.name for topic in expected.topics] == ["topic-a"]
+
+
+def test_librdkafkas_all_topics_metadata_request_is_read_as_kafka_reads_it() -> None:
+    # librdkafka 2.x's all-topics Metadata v12: the null topic array written as four bytes
+    frame = bytes.fromhex("0003000c00000004000772646b61666b610000000000010000")
+    header = codec.read_request_header(frame, True)
+    request = codec.parse_request(frame, header, codec.request_class(3, 12))  # type: ignore[arg-type]
+    assert request.topics is None
 
 
 # -- the response builder -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+import logging
 import struct
 import types
 import typing
@@ -36,6 +37,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from kafkalite.errors import InvalidRequestError
+
+log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
@@ -128,14 +131,19 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 
 
 def parse_request(frame: bytes | memoryview, header: RequestHeader, cls: type[Any]) -> Any:
-    """The request body as an instance of ``cls``; a malformed or truncated body is INVALID_REQUEST."""
+    """The request body as an instance of ``cls``; a malformed or truncated body is INVALID_REQUEST.
+
+    Bytes after the body are ignored, as Kafka's brokers ignore them: librdkafka's all-topics
+    Metadata request (v9 and later) writes the null topic array as four bytes where one belongs,
+    and clients built on it must work here as they do against Kafka.
+    """
     try:
         request, size = entity_reader(cls)(frame, header.body_offset)
     except Exception as exc:  # kio raises a variety of errors for bytes that do not parse
         raise InvalidRequestError(f"malformed {cls.__name__} v{header.api_version}: {exc}") from None
-    if header.body_offset + size != len(frame):
-        raise InvalidRequestError(f"{len(frame) - header.body_offset - size} bytes after the "
-                                  f"{cls.__name__} v{header.api_version} body")
+    extra = len(frame) - header.body_offset - size
+    if extra:
+        log.debug("ignored %d bytes after the %s v%d body", extra, cls.__name__, header.api_version)
     return request
 
 

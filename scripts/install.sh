@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what kafkalite needs on Debian, idempotently:
 #   - Debian packages (ZooKeeper and its SLF4J backend, a Java runtime) when missing;
-#   - a virtualenv in .venv with kafkalite and its test (and, with --spark, Spark) extras.
-# Re-running is cheap: the virtualenv is refreshed only when setup.cfg changed.
+#   - a virtualenv in .venv with kafkalite and its test (and, with --spark, Spark) extras;
+#   - kcat (Debian) and kafkajs (npm, pinned by tests/js/package-lock.json into tests/js/node_modules),
+#     the non-Python Kafka clients tests/integration/test_kafka_tools.py runs.
+# Re-running is cheap: the virtualenv is refreshed only when setup.cfg changed, node_modules only
+# when the lock file changed.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -23,6 +26,7 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # The network-partition tests put ZooKeeper, brokers and clients in network namespaces.
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing Debian packages: ${need_apt[*]}"
@@ -47,4 +51,21 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
     exit 1
   fi
   echo "$want" > "$stamp"
+fi
+
+# kafkajs for the Node client tests (Node 20 and npm come with the machine, see README).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "Error: node and npm are required (Node 20) to install kafkajs into tests/js" >&2
+  exit 1
+fi
+js_stamp="tests/js/node_modules/.kafkalite-installed"
+js_want="$(sha256sum tests/js/package-lock.json | cut -c1-16)"
+if [ ! -f "$js_stamp" ] || ! grep -qxF "$js_want" "$js_stamp"; then
+  echo "installing kafkajs into tests/js/node_modules"
+  if ! (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) >".venv/npm-install.log" 2>&1; then
+    cat .venv/npm-install.log >&2
+    echo "Error: npm ci in tests/js failed (log above, also in .venv/npm-install.log)" >&2
+    exit 1
+  fi
+  echo "$js_want" > "$js_stamp"
 fi

@@ -69,7 +69,7 @@ from kafkalite.coord.memory_tree import (
     validate_path,
     wall_clock_ms,
 )
-from kafkalite.coord.watch import SerialDispatcher, Watch
+from kafkalite.coord.watch import SerialDispatcher, SessionListeners, Watch
 from kafkalite.errors import CoordinationError, IllegalStateError, KafkaliteError
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ class InMemoryCoordinator:
         self._connected = False
         self._expired_while_disconnected = False
         self._state = SessionState.LOST
-        self._listeners: dict[SessionListener, SerialDispatcher] = {}
+        self._listeners = SessionListeners()
         self._recipes: set[_Recipe] = set()
         self._failures: list[_InjectedFailure] = []
         self._scheduled = 0
@@ -267,7 +267,7 @@ class InMemoryCoordinator:
         self._started = True
         self._connected = True
         self._state = SessionState.CONNECTED
-        self._schedule(self._deliver_listeners, SessionState.CONNECTED)
+        self._schedule(self._listeners.deliver, SessionState.CONNECTED)
 
     async def stop(self) -> None:
         """Close the session (its ephemerals vanish at once); no callback runs afterwards."""
@@ -277,8 +277,7 @@ class InMemoryCoordinator:
         for recipe in list(self._recipes):
             recipe.watch.cancel()
         self._recipes.clear()
-        for dispatcher in self._listeners.values():
-            dispatcher.close()
+        self._listeners.close()
         session, self._session = self._session, None
         if session is not None:
             self._ensemble._close_session(session)
@@ -374,7 +373,7 @@ class InMemoryCoordinator:
         if self._stopping:
             return False
         return (self._scheduled > 0 or any(recipe.watch.busy for recipe in self._recipes)
-                or any(dispatcher.busy for dispatcher in self._listeners.values()))
+                or self._listeners.busy)
 
     def _notify(self, watcher: Hashable) -> None:
         """(tree) A one-shot watch armed by one of our recipes fired. Lost while disconnected:
@@ -413,11 +412,7 @@ class InMemoryCoordinator:
                 recipe.on_connected()
             else:
                 recipe.on_disconnected()
-        self._deliver_listeners(state)
-
-    def _deliver_listeners(self, state: SessionState) -> None:
-        for dispatcher in list(self._listeners.values()):
-            dispatcher.push((state,))
+        self._listeners.deliver(state)
 
     async def _perform(self, operation: str, path: str | None,
                        action: Callable[[TreeSession, str], _Result]) -> _Result:
@@ -577,13 +572,10 @@ class InMemoryCoordinator:
         if loop is None:
             loop = asyncio.get_running_loop()
             self._loop = loop
-        if listener not in self._listeners:
-            self._listeners[listener] = SerialDispatcher(loop, listener, "session listener")
+        self._listeners.add(loop, listener)
 
     def remove_session_listener(self, listener: SessionListener) -> None:
-        dispatcher = self._listeners.pop(listener, None)
-        if dispatcher is not None:
-            dispatcher.close()
+        self._listeners.remove(listener)
 
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""Delivery of coordination callbacks on the event loop: :class:`SerialDispatcher` and :class:`Watch`.
+"""Delivery of coordination callbacks on the event loop: :class:`SerialDispatcher`, :class:`Watch`
+and :class:`SessionListeners`.
 
 Shared by both :class:`~kafkalite.coord.coordinator.Coordinator` implementations (kazoo-free).
 A :class:`SerialDispatcher` delivers one registration's events (a watch, a session listener) in
@@ -131,4 +132,41 @@ class Watch:
         return f"<Watch {self.kind} {self.path} {state}>"
 
 
-__all__ = ["SerialDispatcher", "Watch"]
+class SessionListeners:
+    """The session-state listeners of one coordinator client, each behind its own
+    :class:`SerialDispatcher` (so one slow listener never delays another).
+
+    Concurrency: loop thread only; the loop is the one the client runs on, or the running loop
+    when a listener is added before the client starts.
+    """
+
+    def __init__(self) -> None:
+        self._dispatchers: dict[Callable[..., Any], SerialDispatcher] = {}
+
+    def add(self, loop: asyncio.AbstractEventLoop, listener: Callable[..., Any]) -> None:
+        """Deliver every later state to ``listener`` (adding it twice changes nothing)."""
+        if listener not in self._dispatchers:
+            self._dispatchers[listener] = SerialDispatcher(loop, listener, "session listener")
+
+    def remove(self, listener: Callable[..., Any]) -> None:
+        dispatcher = self._dispatchers.pop(listener, None)
+        if dispatcher is not None:
+            dispatcher.close()
+
+    def deliver(self, state: object) -> None:
+        """Queue ``state`` for every listener."""
+        for dispatcher in list(self._dispatchers.values()):
+            dispatcher.push((state,))
+
+    @property
+    def busy(self) -> bool:
+        """True while a delivery is queued or a listener still runs."""
+        return any(dispatcher.busy for dispatcher in self._dispatchers.values())
+
+    def close(self) -> None:
+        """Stop every delivery (the client is stopping)."""
+        for dispatcher in self._dispatchers.values():
+            dispatcher.close()
+
+
+__all__ = ["SerialDispatcher", "SessionListeners", "Watch"]

@@ -78,7 +78,7 @@ from kafkalite.coord.coordinator import (
     transaction_operation_where,
     version_conflict_error,
 )
-from kafkalite.coord.watch import SerialDispatcher, Watch
+from kafkalite.coord.watch import SerialDispatcher, SessionListeners, Watch
 from kafkalite.errors import (
     CoordinationError,
     IllegalStateError,
@@ -177,7 +177,7 @@ class ZooKeeperClient:
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._listeners: dict[SessionListener, SerialDispatcher] = {}
+        self._listeners = SessionListeners()
         self._watches: set[Watch] = set()
         self._state = SessionState.LOST
         self._stopping = False
@@ -269,8 +269,7 @@ class ZooKeeperClient:
         for watch in list(self._watches):
             watch.cancel()
         self._watches.clear()
-        for dispatcher in self._listeners.values():
-            dispatcher.close()
+        self._listeners.close()
         client.remove_listener(self._on_kazoo_state)
         await self._blocking_quietly(client.stop)
         await self._blocking_quietly(client.close)
@@ -582,13 +581,10 @@ class ZooKeeperClient:
         if loop is None:
             loop = asyncio.get_running_loop()
             self._loop = loop
-        if listener not in self._listeners:
-            self._listeners[listener] = SerialDispatcher(loop, listener, "session listener")
+        self._listeners.add(loop, listener)
 
     def remove_session_listener(self, listener: SessionListener) -> None:
-        dispatcher = self._listeners.pop(listener, None)
-        if dispatcher is not None:
-            dispatcher.close()
+        self._listeners.remove(listener)
 
     def _on_kazoo_state(self, state: str) -> None:
         """(kazoo connection thread) Hand a state change to the loop; must not block."""
@@ -611,8 +607,7 @@ class ZooKeeperClient:
         elif state is SessionState.SUSPENDED:
             logger.info("ZooKeeper connection suspended (%s)", self._connect_string)
         self._state = state
-        for dispatcher in list(self._listeners.values()):
-            dispatcher.push((state,))
+        self._listeners.deliver(state)
 
 
 if TYPE_CHECKING:

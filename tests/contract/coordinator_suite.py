@@ -14,9 +14,6 @@ earlier event would have arrived too).
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
 
 import pytest
 
@@ -28,11 +25,7 @@ from kafkalite.errors import (
     ZNodeMissingError,
     ZNodeVersionConflictError,
 )
-
-_Result = TypeVar("_Result")
-
-#: Bound on waiting for one event; a failing test hits it, a passing one never waits that long.
-EVENT_TIMEOUT = 20.0
+from tests.support.loop import EVENT_TIMEOUT, Recorder, run
 
 
 class CoordinatorBackend:
@@ -50,43 +43,6 @@ class CoordinatorBackend:
         raise NotImplementedError
 
 
-def run(scenario: Callable[[], Awaitable[_Result]], timeout: float = 90.0) -> _Result:
-    """Run one async scenario on a fresh event loop, bounded in time."""
-
-    async def bounded() -> _Result:
-        return await asyncio.wait_for(scenario(), timeout)
-
-    return asyncio.run(bounded())
-
-
-class Recorder:
-    """Collects callback arguments on the loop, with the thread each call ran on."""
-
-    def __init__(self) -> None:
-        self.loop_thread = threading.current_thread()
-        self.queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        self.threads: list[threading.Thread] = []
-
-    def record(self, *arguments: Any) -> None:
-        self.threads.append(threading.current_thread())
-        self.queue.put_nowait(arguments)
-
-    async def record_async(self, *arguments: Any) -> None:
-        await asyncio.sleep(0)
-        self.record(*arguments)
-
-    async def next(self) -> tuple[Any, ...]:
-        return await asyncio.wait_for(self.queue.get(), EVENT_TIMEOUT)
-
-    def drain(self) -> list[tuple[Any, ...]]:
-        drained: list[tuple[Any, ...]] = []
-        while not self.queue.empty():
-            drained.append(self.queue.get_nowait())
-        return drained
-
-    def assert_all_on_loop_thread(self) -> None:
-        assert self.threads, "no callback ran"
-        assert all(thread is self.loop_thread for thread in self.threads), self.threads
 
 
 class Fence:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -22,6 +21,7 @@ from kafkalite.errors import (
     ZNodeMissingError,
     ZNodeVersionConflictError,
 )
+from tests.support.loop import Recorder, run
 from tests.support.zookeeper import (
     LAUNCHER_SCRIPT,
     ZooKeeperEnsemble,
@@ -33,53 +33,6 @@ from tests.support.zookeeper import (
 pytestmark = pytest.mark.integration
 
 _Result = TypeVar("_Result")
-
-
-def run(scenario: Callable[[], Awaitable[_Result]], timeout: float = 60.0) -> _Result:
-    """Run one async scenario on a fresh event loop, bounded in time."""
-
-    async def bounded() -> _Result:
-        return await asyncio.wait_for(scenario(), timeout)
-
-    return asyncio.run(bounded())
-
-
-class Recorder:
-    """Collects callback arguments on the loop, with the thread each call ran on."""
-
-    def __init__(self) -> None:
-        self.loop_thread = threading.current_thread()
-        self.queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        self.threads: list[threading.Thread] = []
-
-    def record(self, *arguments: Any) -> None:
-        self.threads.append(threading.current_thread())
-        self.queue.put_nowait(arguments)
-
-    async def record_async(self, *arguments: Any) -> None:
-        await asyncio.sleep(0)
-        self.record(*arguments)
-
-    async def next(self, timeout: float = 10.0) -> tuple[Any, ...]:
-        return await asyncio.wait_for(self.queue.get(), timeout)
-
-    def drain(self) -> list[tuple[Any, ...]]:
-        """Everything recorded and not yet consumed, without waiting."""
-        drained: list[tuple[Any, ...]] = []
-        while not self.queue.empty():
-            drained.append(self.queue.get_nowait())
-        return drained
-
-    async def nothing_within(self, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(self.queue.get(), seconds)
-        except TimeoutError:
-            return True
-        return False
-
-    def assert_all_on_loop_thread(self) -> None:
-        assert self.threads, "no callback ran"
-        assert all(thread is self.loop_thread for thread in self.threads), self.threads
 
 
 async def retry_coordination(action: Callable[[], Awaitable[_Result]],

@@ -367,24 +367,11 @@ class Partition:
     async def wait_for_replication(self, required_offset: int, timeout: float) -> None:
         """Wait until the high watermark reaches ``required_offset`` (acks=all)."""
         if self.high_watermark < required_offset:
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[None] = loop.create_future()
-            self._ack_waiters.append((required_offset, future))
-            timer = loop.call_later(timeout, self._replication_timed_out, future, timeout)
-            try:
-                await future
-            finally:
-                timer.cancel()
-                if not future.done():
-                    future.cancel()
+            await _wait_in(self._ack_waiters, required_offset, timeout, lambda: RequestTimedOutError(
+                f"{self.name}: not replicated to the ISR {self.isr} within {timeout * 1000:.0f} ms"))
         if len(self.isr) < self.log.config.min_insync_replicas:
             raise NotEnoughReplicasAfterAppendError(
                 f"{self.name}: written, but the ISR {self.isr} shrank below min.insync.replicas")
-
-    def _replication_timed_out(self, future: asyncio.Future[None], timeout: float) -> None:
-        if not future.done():
-            future.set_exception(RequestTimedOutError(
-                f"{self.name}: not replicated to the ISR {self.isr} within {timeout * 1000:.0f} ms"))
 
     # -- leader: replication tracking ---------------------------------------------------------
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
@@ -429,38 +416,19 @@ class Partition:
         when leadership moves meanwhile."""
         if self.low_watermark >= offset:
             return
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._start_waiters.append((offset, future))
-        timer = loop.call_later(timeout, self._low_watermark_timed_out, future, offset, timeout)
-        try:
-            await future
-        finally:
-            timer.cancel()
-            if not future.done():
-                future.cancel()
 
-    def _low_watermark_timed_out(self, future: asyncio.Future[None], offset: int, timeout: float) -> None:
-        if not future.done():
+        def timed_out() -> BrokerResponseError:
             lagging = sorted(replica for replica, state in self.followers.items()
                              if replica in self.isr and state.log_start_offset < offset)
-            future.set_exception(RequestTimedOutError(
+            return RequestTimedOutError(
                 f"{self.name}: the leader's log starts at {self.log.log_start_offset}, but the followers "
-                f"{lagging} of the ISR did not reach {offset} within {timeout * 1000:.0f} ms"))
+                f"{lagging} of the ISR did not reach {offset} within {timeout * 1000:.0f} ms")
+
+        await _wait_in(self._start_waiters, offset, timeout, timed_out)
 
     def _complete_start_waiters(self) -> None:
-        if not self._start_waiters:
-            return
-        low = self.low_watermark
-        remaining = []
-        for required, future in self._start_waiters:
-            if future.done():
-                continue
-            if required <= low:
-                future.set_result(None)
-            else:
-                remaining.append((required, future))
-        self._start_waiters = remaining
+        if self._start_waiters:
+            self._start_waiters = _settle(self._start_waiters, self.low_watermark)
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = min log end over the ISR (and caught-up followers); never moves backwards."""
@@ -539,16 +507,7 @@ class Partition:
                 future.set_result(None)
 
     def _complete_ack_waiters(self) -> None:
-        high_watermark = self.high_watermark
-        remaining = []
-        for required, future in self._ack_waiters:
-            if future.done():
-                continue
-            if required <= high_watermark:
-                future.set_result(None)
-            else:
-                remaining.append((required, future))
-        self._ack_waiters = remaining
+        self._ack_waiters = _settle(self._ack_waiters, self.high_watermark)
 
     def _fail_ack_waiters(self, error: BrokerResponseError) -> None:
         """Fail acks=all and DeleteRecords waits alike: both need this broker to stay leader."""
@@ -557,3 +516,40 @@ class Partition:
         for _, future in waiters:
             if not future.done():
                 future.set_exception(error)
+
+
+_Waiters = list[tuple[int, "asyncio.Future[None]"]]
+
+
+async def _wait_in(waiters: _Waiters, required: int, timeout: float,
+                   timed_out: Callable[[], BrokerResponseError]) -> None:
+    """Queue a wait in ``waiters`` until :func:`_settle` sees ``required`` reached; after
+    ``timeout`` seconds fail it with ``timed_out()``. The acks=all and DeleteRecords waits share it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+    waiters.append((required, future))
+
+    def expire() -> None:
+        if not future.done():
+            future.set_exception(timed_out())
+
+    timer = loop.call_later(timeout, expire)
+    try:
+        await future
+    finally:
+        timer.cancel()
+        if not future.done():
+            future.cancel()
+
+
+def _settle(waiters: _Waiters, reached: int) -> _Waiters:
+    """Complete the waits whose offset ``reached`` covers; the rest, still pending, are returned."""
+    remaining: _Waiters = []
+    for required, future in waiters:
+        if future.done():
+            continue
+        if required <= reached:
+            future.set_result(None)
+        else:
+            remaining.append((required, future))
+    return remaining

@@ -27,7 +27,7 @@ from kafkalite.client import (
 from kafkalite.client.types import RecordsToDelete
 from kafkalite.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalite.storage import checkpoint, files
-from tests.support.cluster import ROOT, BrokerCluster, BrokerProcess
+from tests.support.cluster import ROOT, BrokerCluster, BrokerProcess, running_cluster
 
 pytestmark = pytest.mark.integration
 SCRIPT = ROOT / "scripts" / "kafkalite-delete-records.sh"
@@ -35,12 +35,8 @@ SCRIPT = ROOT / "scripts" / "kafkalite-delete-records.sh"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    brokers = BrokerCluster(tmp_path_factory.mktemp("delete-records"),
-                            f"{zookeeper.connect_string}/delete-records-{uuid.uuid4().hex[:8]}", size=3).start()
-    try:
+    with running_cluster(tmp_path_factory, zookeeper, "delete-records") as brokers:
         yield brokers
-    finally:
-        brokers.stop()
 
 
 def create_topic(cluster: BrokerCluster, name: str, leader: int) -> TopicPartition:

@@ -27,7 +27,7 @@ from kafkalite import (
     KafkaProducer as KafkaliteProducer,
     TopicPartition as KafkaliteTopicPartition,
 )
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import BrokerCluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -36,12 +36,8 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    connect = f"{zookeeper.connect_string}/kafka-groups-{uuid.uuid4().hex[:8]}"
-    brokers = BrokerCluster(tmp_path_factory.mktemp("kafka-groups"), connect, size=3).start()
-    try:
+    with running_cluster(tmp_path_factory, zookeeper, "kafka-groups") as brokers:
         yield brokers
-    finally:
-        brokers.stop()
 
 
 def _topic(cluster: BrokerCluster, partitions: int = PARTITIONS) -> str:

@@ -22,7 +22,7 @@ import pytest
 
 from kafkalite import KafkaConsumer as KafkaliteConsumer, TopicPartition as KafkaliteTopicPartition
 from tests.support import kafka_wire as wire
-from tests.support.cluster import ROOT, BrokerCluster
+from tests.support.cluster import ROOT, BrokerCluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -33,20 +33,10 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
-    connect = f"{zookeeper.connect_string}/kafka-protocol-{uuid.uuid4().hex[:8]}"
-    brokers = BrokerCluster(tmp_path_factory.mktemp("kafka-protocol"), connect, size=3,
-                            extra_properties={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)}).start()
-    try:
+    with running_cluster(tmp_path_factory, zookeeper, "kafka-protocol",
+                         extra_properties={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)}) as brokers:
         yield brokers
-    finally:
-        brokers.stop()
-    assert error_lines(brokers) == []
 
-
-def error_lines(cluster: BrokerCluster) -> list[str]:
-    """Every line any broker logged at ERROR (a traceback is logged at ERROR)."""
-    return [line for broker in cluster.brokers.values() if broker.log_path.exists()
-            for line in broker.log_path.read_text(errors="replace").splitlines() if "] ERROR " in line]
 
 
 def _topic(cluster: BrokerCluster, partitions: int = 3, replication_factor: int = 3) -> str:
@@ -349,7 +339,7 @@ def test_listener_fuzz_leaves_the_broker_serving(cluster: BrokerCluster) -> None
     elapsed = time.monotonic() - started
     assert elapsed < 60, elapsed
     assert cluster.brokers[1].alive
-    assert error_lines(cluster) == []
+    assert cluster.error_lines() == []
     # a normal client is unaffected
     producer = KafkaProducer(bootstrap_servers=cluster.brokers[1].address, acks=1)
     offset = producer.send(topic, value=b"after the fuzz").get(timeout=30).offset

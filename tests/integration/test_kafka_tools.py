@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import ROOT, BrokerCluster
+from tests.support.cluster import ROOT, BrokerCluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -38,19 +38,9 @@ KCAT = shutil.which("kcat")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[BrokerCluster]:  # type: ignore[no-untyped-def]
     """A fresh three-broker cluster per test: the guide's snippets share the topic ``orders``
     and the group ``order-processing``, and each pair writes a value the other cannot parse."""
-    connect = f"{zookeeper.connect_string}/kafka-tools-{uuid.uuid4().hex[:8]}"
-    brokers = BrokerCluster(tmp_path_factory.mktemp("kafka-tools"), connect, size=3).start()
-    try:
+    with running_cluster(tmp_path_factory, zookeeper, "kafka-tools") as brokers:
         yield brokers
-    finally:
-        brokers.stop()
-    assert error_lines(brokers) == []
 
-
-def error_lines(cluster: BrokerCluster) -> list[str]:
-    """Every line any broker logged at ERROR (a traceback is logged at ERROR)."""
-    return [line for broker in cluster.brokers.values() if broker.log_path.exists()
-            for line in broker.log_path.read_text(errors="replace").splitlines() if "] ERROR " in line]
 
 
 def _create_topic(cluster: BrokerCluster, name: str, partitions: int = 3) -> str:
@@ -125,9 +115,8 @@ def _kcat_read(cluster: BrokerCluster, topic: str) -> list[tuple[int, int, str, 
     return records
 
 
-@pytest.mark.skipif(KCAT is None, reason="kcat is installed by scripts/install.sh")
 def test_kcat_metadata_produce_consume_and_group(cluster: BrokerCluster) -> None:
-    assert KCAT is not None
+    assert KCAT is not None, "kcat is missing: scripts/install.sh installs it"
     topic = _create_topic(cluster, f"kcat-{uuid.uuid4().hex[:8]}")
 
     listing = subprocess.run([KCAT, "-L", "-b", cluster.bootstrap], capture_output=True, timeout=60, check=True)
@@ -178,9 +167,9 @@ def _snippet(text: str, cluster: BrokerCluster) -> str:
     return text.replace("localhost:9092", _first_address(cluster))
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="node and kafkajs are installed by scripts/install.sh")
 def test_kafkajs_guide_producer_and_consumer(cluster: BrokerCluster, tmp_path: Path) -> None:
+    assert shutil.which("node") is not None, "node is missing: Node 20 is a prerequisite (README)"
+    assert (JS_DIR / "node_modules" / "kafkajs").is_dir(), "kafkajs is missing: scripts/install.sh installs it"
     _create_topic(cluster, "orders")
     _create_topic(cluster, "analytics", partitions=1)
     env = {**os.environ, "NODE_PATH": str(JS_DIR / "node_modules"), "KAFKAJS_NO_PARTITIONER_WARNING": "1"}

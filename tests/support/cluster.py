@@ -7,7 +7,13 @@ tests run from.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kafkalite.local import cluster as _local
 from kafkalite.local.cluster import BrokerProcess, HttpError, free_port, http
@@ -33,5 +39,26 @@ class BrokerCluster(_local.BrokerCluster):
             client.stop()
             client.close()
 
+    def error_lines(self) -> list[str]:
+        """Every line any broker logged at ERROR, and every traceback start (a broker must log
+        neither for bad input or an expected fault)."""
+        return [line for broker in self.brokers.values() if broker.log_path.exists()
+                for line in broker.log_path.read_text(errors="replace").splitlines()
+                if "] ERROR " in line or line.startswith("Traceback")]
 
-__all__ = ["ROOT", "BrokerCluster", "BrokerProcess", "HttpError", "free_port", "http"]
+
+@contextmanager
+def running_cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any, name: str, size: int = 3,
+                    **options: Any) -> Iterator[BrokerCluster]:
+    """``size`` brokers in a fresh chroot of the session's ZooKeeper, stopped afterwards; the
+    test fails if any broker logged an ERROR line or a traceback meanwhile."""
+    connect = f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}"
+    brokers = BrokerCluster(tmp_path_factory.mktemp(name), connect, size=size, **options).start()
+    try:
+        yield brokers
+    finally:
+        brokers.stop()
+    assert brokers.error_lines() == []
+
+
+__all__ = ["ROOT", "BrokerCluster", "BrokerProcess", "HttpError", "free_port", "http", "running_cluster"]

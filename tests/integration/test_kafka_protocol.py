@@ -454,3 +454,32 @@ def test_a_client_that_does_not_read_its_answers_gets_back_pressure(cluster: Bro
         connection.close()
     assert answered >= sent_requests
     assert cluster.error_lines() == []
+
+
+def test_frames_are_capped_by_socket_request_max_bytes(cluster: BrokerCluster) -> None:
+    """A frame announcing more than ``socket.request.max.bytes`` closes the connection before its
+    body is read; a request just under the cap is served."""
+    address = cluster.brokers[1].address
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(struct.pack(">i", MAX_REQUEST_BYTES + 1) + b"\0" * 1024)
+        assert connection.recv(65536) == b""  # closed by the broker, nothing answered
+    topic = f"kp-{uuid.uuid4().hex[:10]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1,
+                         configs={"max.message.bytes": str(2 * MAX_REQUEST_BYTES)})
+    leader = cluster.brokers[cluster.wait_for(lambda: max(cluster.partitions(topic)[0]["leader"], 0), 30, "a leader")]
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=MAX_REQUEST_BYTES)
+    for index in range(4):
+        builder.append(index, timestamp=None, key=None, value=b"x" * (1024 * 1024 - 1024), headers=[])
+    batch = bytes(builder.build())
+    frame = wire.request_frame(0, 9, 11, wire.request(0, 9, {"acks": 1, "timeout": 10_000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
+    assert MAX_REQUEST_BYTES - 64 * 1024 < len(frame) - 4 <= MAX_REQUEST_BYTES
+    (answer,) = _split_frames(_exchange(leader.address, frame, responses=1, timeout=30))
+    correlation, response = wire.read_response(answer, 0, 9)
+    assert correlation == 11
+    partition = response.responses[0].partition_responses[0]
+    assert (partition.error_code, partition.base_offset) == (0, 0)

@@ -249,6 +249,8 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     "broker.rack": _Setting("broker_rack", str),
     "listeners": _Setting("listeners", str),
     "advertised.listeners": _Setting("advertised_listeners", str),
+    "listener.security.protocol.map": _Setting("listener_security_protocol_map", str),
+    "inter.broker.listener.name": _Setting("inter_broker_listener_name", str),
     "zookeeper.connect": _Setting("zookeeper_connect", str),
     "zookeeper.session.timeout.ms": _Setting("zookeeper_session_timeout_ms", parse_int, 1000),
     "zookeeper.connection.timeout.ms": _Setting("zookeeper_connection_timeout_ms", parse_int, 1000),
@@ -294,19 +296,43 @@ _LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.
                                                      "log.roll.hours", "log.dirs", "log.dir"}
 
 
+#: Kafka's default ``listener.security.protocol.map``.
+DEFAULT_SECURITY_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+                              "SASL_SSL": "SASL_SSL"}
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One entry of ``listeners`` or ``advertised.listeners``: a listener name (upper case) and
+    an address."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def endpoint(self) -> str:
+        """``NAME://host:port``, as Kafka writes it into a broker's registration."""
+        return f"{self.name}://{self.host}:{self.port}"
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """One broker's settings from ``server.properties`` (Kafka's names and defaults).
 
     ``log`` holds the topic-level defaults (``log.*`` settings); ``log_dirs`` comes from
-    ``log.dirs`` (or ``log.dir``). Listeners are ``PLAINTEXT://host:port`` or ``http://host:port``
-    (the same HTTP listener either way).
+    ``log.dirs`` (or ``log.dir``). Listeners are ``NAME://host:port`` (``http://host:port`` is
+    PLAINTEXT), each serving HTTP and Kafka's protocol; ``advertised.listeners``,
+    ``listener.security.protocol.map`` and ``inter.broker.listener.name`` have Kafka's meaning
+    (PLAINTEXT listeners only).
     """
 
     broker_id: int = 0
     broker_rack: str | None = None
     listeners: str = "PLAINTEXT://127.0.0.1:9092"
     advertised_listeners: str | None = None
+    listener_security_protocol_map: str | None = None
+    inter_broker_listener_name: str | None = None
     log_dirs: tuple[str, ...] = ("/tmp/kafkalite-logs",)
     zookeeper_connect: str = "127.0.0.1:2181/kafkalite"
     zookeeper_session_timeout_ms: int = 18_000
@@ -379,8 +405,8 @@ class BrokerConfig:
         except ConfigError as exc:
             raise ConfigError(f"server properties: {exc}") from None
         config = cls(**changes, unknown=tuple(sorted(unknown)))
-        config.listener_address()  # validates the listener
-        config.advertised_address()
+        config.advertised_listener_list()  # validates the listener settings
+        config.inter_broker_listener()
         return config
 
     @classmethod
@@ -390,23 +416,85 @@ class BrokerConfig:
         return cls.from_properties(properties)
 
     @staticmethod
-    def _parse_listener(value: str, name: str) -> tuple[str, int]:
-        first = value.split(",")[0].strip()
-        _, separator, address = first.rpartition("://")
-        if not separator:
-            address = first
-        host, colon, port_text = address.rpartition(":")
-        if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-            raise ConfigError(f"{name} must look like PLAINTEXT://host:port, got {value!r}")
-        return host or "0.0.0.0", int(port_text)
+    def _parse_listeners(value: str, setting: str) -> tuple[Listener, ...]:
+        """``NAME://host:port`` entries, comma-separated; ``http://`` or no name is PLAINTEXT."""
+        listeners: list[Listener] = []
+        for entry in (part.strip() for part in value.split(",")):
+            if not entry:
+                continue
+            name, separator, address = entry.rpartition("://")
+            name = name.upper() if separator and name.lower() != "http" else "PLAINTEXT"
+            host, colon, port_text = address.rpartition(":")
+            if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535 or not name.replace(
+                    "_", "").isalnum():
+                raise ConfigError(f"{setting} must look like NAME://host:port[,NAME://host:port], got {value!r}")
+            if any(listener.name == name for listener in listeners):
+                raise ConfigError(f"{setting} names the listener {name} twice: {value!r}")
+            listeners.append(Listener(name, host.strip("[]") or "0.0.0.0", int(port_text)))
+        if not listeners:
+            raise ConfigError(f"{setting} must name at least one listener, got {value!r}")
+        return tuple(listeners)
+
+    def listener_list(self) -> tuple[Listener, ...]:
+        """The listeners to bind (``listeners``), each with a PLAINTEXT security protocol in
+        ``listener.security.protocol.map`` (Kafka's default map when unset)."""
+        listeners = self._parse_listeners(self.listeners, "listeners")
+        protocols = dict(DEFAULT_SECURITY_PROTOCOLS)
+        if self.listener_security_protocol_map:
+            protocols = {}
+            for entry in (part.strip() for part in self.listener_security_protocol_map.split(",")):
+                name, colon, protocol = entry.partition(":")
+                if not colon or not name.strip() or not protocol.strip():
+                    raise ConfigError("listener.security.protocol.map must look like NAME:PROTOCOL[,NAME:PROTOCOL], "
+                                      f"got {self.listener_security_protocol_map!r}")
+                protocols[name.strip().upper()] = protocol.strip().upper()
+        for listener in listeners:
+            security = protocols.get(listener.name)
+            if security is None:
+                raise ConfigError(f"listener {listener.name} has no security protocol in "
+                                  "listener.security.protocol.map")
+            if security != "PLAINTEXT":
+                raise ConfigError(f"listener {listener.name} uses {security}: only PLAINTEXT listeners are supported")
+        return listeners
+
+    def advertised_listener_list(self) -> tuple[Listener, ...]:
+        """What clients are told, per listener: the ``advertised.listeners`` entry of the same
+        name, else the listener's own address (a wildcard host advertised as 127.0.0.1)."""
+        listeners = self.listener_list()
+        advertised = {listener.name: listener for listener in self._parse_listeners(
+            self.advertised_listeners, "advertised.listeners")} if self.advertised_listeners else {}
+        names = {listener.name for listener in listeners}
+        for name in advertised:
+            if name not in names:
+                raise ConfigError(f"advertised.listeners names {name}, which is not one of the listeners "
+                                  f"({', '.join(sorted(names))})")
+        for name, entry in advertised.items():
+            if entry.port == 0 or entry.host in ("0.0.0.0", "::"):
+                raise ConfigError(f"advertised listener {name} must name a host and a port clients can reach")
+        return tuple(advertised.get(listener.name) or Listener(
+            listener.name, "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host, listener.port)
+            for listener in listeners)
+
+    def inter_broker_listener(self) -> Listener:
+        """The advertised listener brokers reach each other on: ``inter.broker.listener.name``, by
+        default PLAINTEXT when there is one, else the first listener."""
+        advertised = self.advertised_listener_list()
+        wanted = (self.inter_broker_listener_name or "").strip().upper()
+        if not wanted:
+            wanted = "PLAINTEXT" if any(item.name == "PLAINTEXT" for item in advertised) else advertised[0].name
+        for listener in advertised:
+            if listener.name == wanted:
+                return listener
+        raise ConfigError(f"inter.broker.listener.name {wanted} is not one of the listeners "
+                          f"({', '.join(item.name for item in advertised)})")
 
     def listener_address(self) -> tuple[str, int]:
-        """(host, port) to bind."""
-        return self._parse_listener(self.listeners, "listeners")
+        """(host, port) of the first listener."""
+        first = self.listener_list()[0]
+        return first.host, first.port
 
     def advertised_address(self) -> tuple[str, int]:
-        """(host, port) that clients are told to use."""
-        if self.advertised_listeners:
-            return self._parse_listener(self.advertised_listeners, "advertised.listeners")
-        host, port = self.listener_address()
-        return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
+        """(host, port) other brokers and kafkalite's HTTP clients are told: the inter-broker
+        listener's advertised address."""
+        listener = self.inter_broker_listener()
+        return listener.host, listener.port

@@ -13,8 +13,12 @@
   ≤ 2 ms, p99 ≤ 5 ms, p99.9 ≤ 14 ms);
 * **P5** storage append and sequential fetch rate on a 5 GB log against a 5 MB log (target ≥
   0.9×; ``--quick``: a 1 GB log), with the functions of :mod:`kafkalite.bench.storage`.
+* **P6** confluent-kafka (librdkafka) over Kafka's wire protocol, 1 broker, acks=1: producer and
+  consumer against the kafkalite broker, printed beside the same runs against librdkafka's
+  built-in mock cluster (``test.mock.num.brokers=1``), with :mod:`kafkalite.bench.kafka_clients`
+  (targets: produce ≥ 1,000,000 records/s and ≥ 0.8× the mock; consume ≥ 1,500,000 records/s).
 
-P1–P4 run the command-line tools (``kafkalite.tools.producer_perf_test``,
+P1–P4 (and P6, with its own program) run the command-line tools (``kafkalite.tools.producer_perf_test``,
 ``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
 itself: one ZooKeeper, then 1 broker (P1, P3), then 3 brokers (P2, P4), all on free loopback
 ports under a temporary directory. Each tool run reports its wall time and the CPU seconds of
@@ -68,7 +72,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS_PATH = ROOT / "docs" / "performance.md"
 RESULTS_START = "<!-- benchmark-suite-results:start -->"
 RESULTS_END = "<!-- benchmark-suite-results:end -->"
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5")
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -112,6 +116,7 @@ class Sizes:
     p5_large_bytes: int
     p5_small_bytes: int
     p5_probe_bytes: int
+    p6_records: int
     tool_timeout: float
     budget_seconds: float
     p5_reserve_seconds: float
@@ -122,10 +127,10 @@ class Sizes:
         if quick:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
-                       p5_probe_bytes=128 * MiB, tool_timeout=60.0, budget_seconds=170.0, p5_reserve_seconds=45.0)
+                       p5_probe_bytes=128 * MiB, p6_records=1_000_000, tool_timeout=60.0, budget_seconds=170.0, p5_reserve_seconds=45.0)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
-                   p5_probe_bytes=256 * MiB, tool_timeout=240.0, budget_seconds=840.0, p5_reserve_seconds=180.0)
+                   p5_probe_bytes=256 * MiB, p6_records=3_000_000, tool_timeout=240.0, budget_seconds=840.0, p5_reserve_seconds=180.0)
 
 
 @dataclass
@@ -389,7 +394,7 @@ def consume_row(runner: Runner, label: str, bootstrap: str, topic: str, messages
 
 def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
                       rows: list[Row]) -> None:
-    """P1 and P3 on a 1-broker cluster (P3 writes its records itself without P1)."""
+    """P1, P3 and P6 on a 1-broker cluster (P3 writes its records itself without P1)."""
     cluster = environment.start_cluster(1)
     runner.broker_pids = environment.broker_pids()
     bootstrap = cluster.bootstrap
@@ -405,20 +410,71 @@ def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wa
                                     producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True))
         rows.append(row)
     if "P3" in wanted:
-        if "P1" not in wanted:
-            fill = runner.run("kafkalite.tools.producer_perf_test",
-                              producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True),
-                              "P3 preparation: writing the records")
-            if fill.failure():
-                rows.append(Row("P3 consumer", f"could not write the records: {fill.failure()}",
-                                ">= 1,000,000 records/s", "missed"))
-                return
-        config = environment.directory / "consumer.properties"
-        config.write_text("max.poll.records=10000\nfetch.max.wait.ms=100\n")
-        rows.append(consume_row(runner, f"P3 poll_batches() (--bulk), {sizes.p3_bulk / 1e6:g} M records",
-                                bootstrap, bulk_topic, sizes.p3_bulk, True, config))
-        rows.append(consume_row(runner, f"P3 poll(), {sizes.p3_poll / 1e6:g} M records", bootstrap, bulk_topic,
-                                sizes.p3_poll, False, config))
+        run_consumers(environment, runner, sizes, "P1" in wanted, bulk_topic, bulk_records, rows)
+    if "P6" in wanted:
+        run_kafka_protocol(cluster, runner, sizes, rows)
+
+
+def run_consumers(environment: Environment, runner: Runner, sizes: Sizes, filled: bool, bulk_topic: str,
+                  bulk_records: int, rows: list[Row]) -> None:
+    """P3 on the current 1-broker cluster (writing the records first unless P1 did: ``filled``)."""
+    bootstrap = environment.cluster.bootstrap if environment.cluster is not None else ""
+    if not filled:
+        fill = runner.run("kafkalite.tools.producer_perf_test",
+                          producer_arguments(bulk_topic, bulk_records, bootstrap, "1", MiB, True),
+                          "P3 preparation: writing the records")
+        if fill.failure():
+            rows.append(Row("P3 consumer", f"could not write the records: {fill.failure()}",
+                            ">= 1,000,000 records/s", "missed"))
+            return
+    config = environment.directory / "consumer.properties"
+    config.write_text("max.poll.records=10000\nfetch.max.wait.ms=100\n")
+    rows.append(consume_row(runner, f"P3 poll_batches() (--bulk), {sizes.p3_bulk / 1e6:g} M records",
+                            bootstrap, bulk_topic, sizes.p3_bulk, True, config))
+    rows.append(consume_row(runner, f"P3 poll(), {sizes.p3_poll / 1e6:g} M records", bootstrap, bulk_topic,
+                            sizes.p3_poll, False, config))
+
+
+KAFKA_LINE = re.compile(r"^kafka (?P<kind>produce|consume) (?P<target>mock|kafkalite): (?P<records>\d+) records in "
+                        r"(?P<seconds>[\d.]+) s, (?P<rate>[\d.]+|inf) records/s, (?P<megabytes>[\d.]+|inf) MB/s$")
+
+
+def kafka_figures(run: ToolRun) -> dict[tuple[str, str], float]:
+    """records/s by (produce|consume, mock|kafkalite) from :mod:`kafkalite.bench.kafka_clients`' lines."""
+    figures: dict[tuple[str, str], float] = {}
+    for line in run.lines:
+        match = KAFKA_LINE.match(line)
+        if match:
+            figures[(match["kind"], match["target"])] = float(match["rate"])
+    return figures
+
+
+def run_kafka_protocol(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: list[Row]) -> None:
+    """P6: confluent-kafka against the kafkalite broker and against librdkafka's mock cluster."""
+    records = str(sizes.p6_records)
+    mock = runner.run("kafkalite.bench.kafka_clients", ["--mock", "--records", records],
+                      "P6 confluent-kafka vs librdkafka's mock cluster")
+    ours = runner.run("kafkalite.bench.kafka_clients", ["--bootstrap", cluster.bootstrap, "--records", records],
+                      "P6 confluent-kafka vs the kafkalite broker")
+    figures = {**kafka_figures(mock), **kafka_figures(ours)}
+    settings = next((line for line in ours.lines if line.startswith("kafka settings: ")), "")
+    if settings:
+        log(f"P6 client settings (both runs): {settings.removeprefix('kafka settings: ')}")
+        runner.notes.append(f"P6 client settings, the same for both runs: {settings.removeprefix('kafka settings: ')}")
+    problem = ours.failure() or mock.failure()
+    for kind, target_rate, label in (
+            ("produce", 1_000_000, "P6 confluent-kafka Producer, Kafka protocol, 1 broker, acks=1"),
+            ("consume", 1_500_000, "P6 confluent-kafka Consumer, Kafka protocol, 1 broker")):
+        rate, reference = figures.get((kind, "kafkalite")), figures.get((kind, "mock"))
+        target = f">= {target_rate:,.0f} records/s" + (" and >= 0.8x the mock" if kind == "produce" else "")
+        if rate is None:
+            rows.append(Row(label, problem or "no result line", target, "skipped" if ours.skipped else "missed"))
+            continue
+        ratio = rate / reference if reference else 0.0
+        figure = (f"{rate:,.0f} records/s vs mock cluster {reference:,.0f} ({ratio:.2f}x)" if reference
+                  else f"{rate:,.0f} records/s (mock cluster: {mock.failure() or 'no figure'})")
+        met = rate >= target_rate and (kind != "produce" or ratio >= 0.8)
+        rows.append(Row(label, figure, target, verdict(met)))
 
 
 def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
@@ -636,9 +692,9 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(sizes.tool_timeout, deadline, cpu_notes)
         if "P5" in wanted:
             runner.reserve = sizes.p5_reserve_seconds
-        if {"P1", "P2", "P3", "P4"} & set(wanted):
+        if {"P1", "P2", "P3", "P4", "P6"} & set(wanted):
             environment = Environment(directory)
-            if {"P1", "P3"} & set(wanted):
+            if {"P1", "P3", "P6"} & set(wanted):
                 run_single_broker(environment, runner, sizes, set(wanted), rows)
             if {"P2", "P4"} & set(wanted):
                 run_three_brokers(environment, runner, sizes, set(wanted), rows)

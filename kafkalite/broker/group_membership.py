@@ -220,7 +220,11 @@ class GroupMembership:
 
     def _park_join(self, group: Group, member: Member) -> asyncio.Future[JoinGroupAnswer]:
         if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinGroupAnswer(UnknownMemberIdError("superseded by a newer JoinGroup")))
+            # A known member keeps its id (Kafka's rule): the older JoinGroup is told to rejoin,
+            # which clients do with the same id; UNKNOWN_MEMBER_ID would make them drop it.
+            member.join_future.set_result(JoinGroupAnswer(
+                RebalanceInProgressError("superseded by a newer JoinGroup of the same member; rejoin"),
+                member.member_id))
         future: asyncio.Future[JoinGroupAnswer] = asyncio.get_running_loop().create_future()
         member.join_future = future
         if group.state is not GroupState.PREPARING_REBALANCE:

@@ -8,6 +8,11 @@ HTTP front end of :mod:`kafkalite.broker.http`, with its WebSocket channel); any
 4-byte big-endian size, whose first byte is 0 below 16 MiB; a larger size, e.g. a TLS
 handshake's 0x16, is refused there as an oversize frame by closing the connection).
 
+A broker binds one socket per entry of ``listeners`` (Kafka's listener names: PLAINTEXT,
+INTERNAL, EXTERNAL, ...); every socket serves both protocols, and a Kafka connection knows the
+name of the listener it came in on, so that Metadata answers carry the addresses advertised for
+that listener (Kafka's meaning of ``advertised.listeners``).
+
 Concurrency: event-loop only. :meth:`BrokerListener.stop` stops accepting, closes the Kafka
 connections, then shuts the HTTP front end down (its connections and channels).
 """
@@ -23,6 +28,7 @@ from kafkalite.broker.http import HttpListener
 from kafkalite.broker.kafka.connection import KafkaConnection
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.services import BrokerServices
+from kafkalite.config import Listener
 from kafkalite.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -66,38 +72,48 @@ class _ProtocolSniffer(asyncio.Protocol):
 class BrokerListener:
     """The broker's listener: one socket, both protocols (see the module docstring)."""
 
-    def __init__(self, server: asyncio.Server, http: HttpListener, connections: set[KafkaConnection]) -> None:
-        self._server = server
+    def __init__(self, servers: list[asyncio.Server], http: HttpListener, connections: set[KafkaConnection]) -> None:
+        self._servers = servers
         self._http = http
         self._connections = connections
 
     @classmethod
-    async def start(cls, services: BrokerServices, host: str, port: int) -> BrokerListener:
-        """Serve ``services`` over HTTP and Kafka on ``host:port``; a port that cannot be bound is a ConfigError."""
+    async def start(cls, services: BrokerServices, host: str, port: int,
+                    listeners: tuple[Listener, ...] = ()) -> BrokerListener:
+        """Serve ``services`` over HTTP and Kafka on every listener (``host:port`` as PLAINTEXT when
+        none are given); an address that cannot be bound is a ConfigError."""
         http = await HttpListener.prepare(services)
         registry = ApiRegistry.default()
         connections: set[KafkaConnection] = set()
         http_factory = http.protocol_factory()
-
-        def kafka_factory() -> KafkaConnection:
-            return KafkaConnection(services, registry, connections)
-
         loop = asyncio.get_running_loop()
-        try:
-            server = await loop.create_server(lambda: _ProtocolSniffer(http_factory, kafka_factory), host, port,
-                                              reuse_address=True, backlog=1024)
-        except OSError as exc:
-            await http.stop()
-            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-        return cls(server, http, connections)
+        servers: list[asyncio.Server] = []
+
+        def sniffer(name: str) -> Callable[[], asyncio.Protocol]:
+            def kafka_factory() -> KafkaConnection:
+                return KafkaConnection(services, registry, connections, name)
+            return lambda: _ProtocolSniffer(http_factory, kafka_factory)
+
+        for listener in listeners or (Listener("PLAINTEXT", host, port),):
+            try:
+                servers.append(await loop.create_server(sniffer(listener.name), listener.host, listener.port,
+                                                        reuse_address=True, backlog=1024))
+            except OSError as exc:
+                for server in servers:
+                    server.close()
+                await http.stop()
+                raise ConfigError(f"cannot listen on {listener.host}:{listener.port} ({listener.name}): "
+                                  f"{exc.strerror}") from exc
+        return cls(servers, http, connections)
 
     @property
     def port(self) -> int:
-        """The bound port (useful when started on port 0)."""
-        return int(self._server.sockets[0].getsockname()[1])
+        """The bound port of the first listener (useful when started on port 0)."""
+        return int(self._servers[0].sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
-        self._server.close()
+        for server in self._servers:
+            server.close()
         await asyncio.gather(*(connection.stop() for connection in list(self._connections)),
                              return_exceptions=True)
         await self._http.stop()

@@ -55,6 +55,17 @@ class LiveBroker:
         return BrokerEndpoint(self.broker_id, self.registration.host, self.registration.port,
                               self.registration.rack)
 
+    def listener_endpoint(self, listener_name: str) -> BrokerEndpoint | None:
+        """The broker as advertised on listener ``listener_name`` (one of the registration's
+        ``NAME://host:port`` endpoints; ``http://`` is PLAINTEXT), None when it has no such listener."""
+        for endpoint in self.registration.endpoints:
+            name, separator, address = endpoint.rpartition("://")
+            host, _, port = address.rpartition(":")
+            name = "PLAINTEXT" if not separator or name.lower() == "http" else name.upper()
+            if name == listener_name and port.isdigit():
+                return BrokerEndpoint(self.broker_id, host.strip("[]"), int(port), self.registration.rack)
+        return None
+
 
 @dataclass
 class PartitionInfo:

@@ -119,7 +119,7 @@ class Broker:
         await self.replica_manager.start()
         self.group_coordinator.start()
         host, port = config.listener_address()
-        self._listener = await BrokerListener.start(self.services, host, port)
+        self._listener = await BrokerListener.start(self.services, host, port, config.listener_list())
         await self._register()
         self.replica_manager.fenced_reason = None
         await asyncio.to_thread(self._write_meta_properties, cluster_id)
@@ -202,7 +202,9 @@ class Broker:
     async def _register(self) -> None:
         config = self.config
         host, port = config.advertised_address()
-        payload = znodes.BrokerRegistration.for_http(host, port, config.broker_rack).to_bytes()
+        payload = znodes.BrokerRegistration(
+            host=host, port=port, endpoints=[listener.endpoint for listener in config.advertised_listener_list()],
+            rack=config.broker_rack).to_bytes()
         path = znodes.broker_path(config.broker_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + config.zookeeper_session_timeout_ms / 1000 + 2

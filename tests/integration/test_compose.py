@@ -233,6 +233,33 @@ def compose_file_valid() -> None:
     validate_compose_file()
 
 
+#: Run with ``python3 -c`` inside a container (standard library only): sends a Kafka Metadata v0
+#: request to HOST PORT and prints the ``host:port`` of every broker in the answer.
+METADATA_V0_PROBE = """
+import socket, struct, sys
+body = struct.pack(">hhih", 3, 0, 1, 5) + b"probe" + struct.pack(">i", 0)
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as connection:
+    connection.sendall(struct.pack(">i", len(body)) + body)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+        chunk = connection.recv(65536)
+        if not chunk:
+            sys.exit("connection closed")
+        data += chunk
+offset = 8
+(count,) = struct.unpack_from(">i", data, offset)
+offset += 4
+for _ in range(count):
+    node, length = struct.unpack_from(">ih", data, offset)
+    offset += 6
+    host = data[offset:offset + length].decode()
+    offset += length
+    (port,) = struct.unpack_from(">i", data, offset)
+    offset += 4
+    print(f"{host}:{port}")
+"""
+
+
 def test_compose_file_is_valid() -> None:
     """``config -q`` passes with and without the spark profile; the rendered file has the five
     services, four volumes, host networking, health-gated start order and interpolated ports
@@ -316,6 +343,26 @@ def test_compose_stack_round_trip(docker_daemon: DockerDaemon, tmp_path: Path) -
         assert sum(int(line.rsplit(":", 1)[1]) for line in offsets.stdout.split()) == 3
         znodes = _script("zookeeper-shell.sh", f"127.0.0.1:{ports[0]}/kafkalite", "ls", "/brokers/ids")
         assert znodes.stdout.strip() == "[1, 2, 3]"
+        # Unmodified Kafka clients on the same addresses: kafka-python from this machine, and a
+        # Kafka Metadata request from inside a container, which must be told the same advertised
+        # addresses (host networking: no "NoBrokersAvailable behind Docker").
+        from kafka import KafkaConsumer
+
+        kafka_consumer = KafkaConsumer("compose-orders", bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                       consumer_timeout_ms=30_000, group_id="compose-kafka-python")
+        try:
+            read = []
+            for record in kafka_consumer:
+                read.append((record.key, record.value))
+                if len(read) == 3:
+                    break
+        finally:
+            kafka_consumer.close()
+        assert sorted(read) == [(b"alice", b"order-1"), (b"bob", b"order-2"), (b"carol", b"order-3")]
+        host, port = brokers[1].rsplit(":", 1)
+        advertised = _command([*compose, "exec", "-T", "broker-2", "python3", "-c", METADATA_V0_PROBE, host, port],
+                              60, environment)
+        assert sorted(advertised.stdout.split()) == sorted(brokers), advertised.stdout
         # The tools are in the image too.
         inside = _command([*compose, "exec", "-T", "broker-2", "kafkalite-topics.sh", "--bootstrap-server",
                            brokers[1], "--list"], 60, environment)

@@ -317,3 +317,47 @@ def test_confluent_kafka_group_consumer_and_admin_client(cluster: BrokerCluster)
     assert group not in {item.group_id for item in admin.list_consumer_groups().result(30).valid}
     admin.delete_topics([topic])[topic].result(30)
     _wait(lambda: _partition_count(cluster, topic) == 0, 30, "the topic to go")
+
+
+def test_kafka_python_leader_that_joined_before_the_partitions_existed_keeps_its_member_id(
+        cluster: BrokerCluster) -> None:
+    """A kafka-python leader joins while its topic has one partition (auto-created by its own
+    Metadata request), the topic grows to four, the leader rejoins for the new metadata and a
+    second member joins: both keep their member ids through the rebalances (no UNKNOWN_MEMBER_ID
+    drops a known member) and split the four partitions."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    from kafka import KafkaConsumer
+
+    topic, group = f"kg-late-{uuid.uuid4().hex[:8]}", f"kp-late-{uuid.uuid4().hex[:8]}"
+
+    def make() -> Any:
+        return KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
+                             heartbeat_interval_ms=500, client_id="kafka-python", metadata_max_age_ms=1000)
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def member_ids() -> dict[str, set[int]]:
+        description = admin.describe_consumer_groups([group])[group].result(30)
+        return {member.member_id: {tp.partition for tp in member.assignment.topic_partitions}
+                for member in description.members}
+
+    first = Poller(make, "first")
+    second = None
+    try:
+        _wait(lambda: first.assignment == {0}, 60, "the first member to own the topic's one partition")
+        (leader_id,) = member_ids()
+        admin.create_partitions([NewPartitions(topic, PARTITIONS)])[topic].result(30)
+        _wait(lambda: first.assignment == set(range(PARTITIONS)), 60, "the leader to rejoin for four partitions")
+        assert list(member_ids()) == [leader_id]
+        second = Poller(make, "second")
+        _wait(lambda: _split(first, second), 60, "the two members to split the partitions")
+        members = member_ids()
+        assert leader_id in members and len(members) == 2
+        assert sorted(len(partitions) for partitions in members.values()) == [2, 2]
+        first.check()
+        second.check()
+    finally:
+        first.close()
+        if second is not None:
+            second.close()

@@ -367,3 +367,119 @@ def test_readme_kafka_client_blocks_run_as_written(cluster: BrokerCluster, capsy
     # kafka-python's producer created "orders" and wrote the first record; confluent-kafka the second
     assert printed[0] == "0 0 b'user1' b'login'"
     assert printed[-1] == "0 0 b'user1' b'login'"
+
+
+def _resident_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        lines = status.read().splitlines()
+    for line in lines:
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_client_that_does_not_read_its_answers_gets_back_pressure(cluster: BrokerCluster) -> None:
+    """A client pipelining Fetch requests (small requests, 256 KB answers) without reading the
+    answers is stopped being read from: its sends block, the broker's memory does not grow with
+    the answers it cannot deliver, other clients are served meanwhile, and every answer arrives,
+    in order, once it reads."""
+    import select
+
+    from kafka import KafkaProducer
+
+    topic = _topic(cluster, partitions=1, replication_factor=1)
+    leader = cluster.brokers[cluster.partitions(topic)[0]["leader"]]
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks=1, linger_ms=5)
+    for index in range(256):
+        producer.send(topic, value=bytes([index % 256]) * 1024, partition=0)
+    producer.flush(30)
+    producer.close()
+    fetch = wire.request(1, 12, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+        {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    frames = [wire.request_frame(1, 12, correlation, fetch) for correlation in range(4)]
+    assert leader.process is not None
+    resident_before = _resident_bytes(leader.process.pid)
+    host, port = leader.address.rsplit(":", 1)
+    connection = socket.create_connection((host, int(port)), timeout=10)
+    connection.setblocking(False)
+    sent_requests = 0
+    pending = b""
+    stalled = False
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # write until the broker stops reading (a send blocks for 2 s)
+            if not pending:
+                pending = frames[sent_requests % len(frames)]
+            _, writable, _ = select.select([], [connection], [], 2.0)
+            if not writable:
+                stalled = True
+                break
+            written = connection.send(pending)
+            pending = pending[written:]
+            if not pending:
+                sent_requests += 1
+        growth = _resident_bytes(leader.process.pid) - resident_before
+        assert stalled, f"the broker kept reading: {sent_requests} requests accepted in 20 s"
+        # without back-pressure every accepted request's 256 KB answer would sit in the broker
+        assert growth < 128 * 1024 * 1024, f"the broker grew by {growth} bytes for {sent_requests} requests"
+
+        # meanwhile other clients are served by the same broker
+        producer = KafkaProducer(bootstrap_servers=leader.address, acks=1)
+        assert producer.send(topic, value=b"served", partition=0).get(timeout=30).offset == 256
+        producer.close()
+
+        # reading the answers resumes the broker: every request is answered, in order
+        received = bytearray()
+        answered = 0
+        deadline = time.monotonic() + 120
+        while answered < sent_requests + (1 if pending else 0):
+            assert time.monotonic() < deadline, f"{answered} of {sent_requests} answered"
+            readable, writable, _ = select.select([connection], [connection] if pending else [], [], 1.0)
+            if writable:
+                written = connection.send(pending)
+                pending = pending[written:]
+                if not pending:
+                    sent_requests += 1
+            if readable:
+                chunk = connection.recv(1 << 20)
+                assert chunk, "the broker closed the connection"
+                received += chunk
+                frames_read = _split_frames(bytes(received), partial=True)
+                for frame in frames_read:
+                    (correlation,) = struct.unpack_from(">i", frame, 4)
+                    assert correlation == answered % len(frames)
+                    answered += 1
+                del received[:sum(len(frame) for frame in frames_read)]
+    finally:
+        connection.close()
+    assert answered >= sent_requests
+    assert cluster.error_lines() == []
+
+
+def test_frames_are_capped_by_socket_request_max_bytes(cluster: BrokerCluster) -> None:
+    """A frame announcing more than ``socket.request.max.bytes`` closes the connection before its
+    body is read; a request just under the cap is served."""
+    address = cluster.brokers[1].address
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(struct.pack(">i", MAX_REQUEST_BYTES + 1) + b"\0" * 1024)
+        assert connection.recv(65536) == b""  # closed by the broker, nothing answered
+    topic = f"kp-{uuid.uuid4().hex[:10]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1,
+                         configs={"max.message.bytes": str(2 * MAX_REQUEST_BYTES)})
+    leader = cluster.brokers[cluster.wait_for(lambda: max(cluster.partitions(topic)[0]["leader"], 0), 30, "a leader")]
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=MAX_REQUEST_BYTES)
+    for index in range(4):
+        builder.append(index, timestamp=None, key=None, value=b"x" * (1024 * 1024 - 1024), headers=[])
+    batch = bytes(builder.build())
+    frame = wire.request_frame(0, 9, 11, wire.request(0, 9, {"acks": 1, "timeout": 10_000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
+    assert MAX_REQUEST_BYTES - 64 * 1024 < len(frame) - 4 <= MAX_REQUEST_BYTES
+    (answer,) = _split_frames(_exchange(leader.address, frame, responses=1, timeout=30))
+    correlation, response = wire.read_response(answer, 0, 9)
+    assert correlation == 11
+    partition = response.responses[0].partition_responses[0]
+    assert (partition.error_code, partition.base_offset) == (0, 0)

@@ -343,3 +343,26 @@ def test_initial_rebalance_delay_waits_for_more_members(tmp_path: Path) -> None:
         assert len(first.result().members) + len(second.result().members) == 2
 
     run(scenario, tmp_path, group_initial_rebalance_delay_ms=3000)
+
+
+def test_known_member_rejoining_during_a_rebalance_keeps_its_id(tmp_path: Path) -> None:
+    """Kafka's rule: a known member that rejoins with its member id while the group prepares a
+    rebalance keeps that id. A JoinGroup of it still parked (sent on a connection the client has
+    since given up, say) is answered REBALANCE_IN_PROGRESS, on which clients rejoin with the same
+    id, never UNKNOWN_MEMBER_ID, on which they would drop it and join as a new member."""
+    async def scenario(harness: Harness) -> None:
+        leader, follower = await harness.stable_group(2)
+        parked = await harness.join(harness.request(leader))  # the leader rejoins: a rebalance starts
+        assert harness.machine.groups[GROUP].state is GroupState.PREPARING_REBALANCE and not parked.done()
+        again = await harness.join(harness.request(leader))  # and sends JoinGroup once more
+        superseded = parked.result()
+        assert isinstance(superseded.error, RebalanceInProgressError)
+        assert superseded.member_id == leader
+        assert not again.done()
+        follower_join = await harness.join(harness.request(follower))
+        answers = [again.result(), follower_join.result()]
+        assert [answer.error for answer in answers] == [None, None]
+        assert {answer.member_id for answer in answers} == {leader, follower}
+        assert answers[0].leader == leader and set(harness.machine.groups[GROUP].members) == {leader, follower}
+
+    run(scenario, tmp_path)

@@ -80,7 +80,7 @@ class Cluster:
 
 
 def context(coordinator: GroupCoordinator, version: int, api_key: int = 0) -> KafkaRequestContext:
-    services: Any = SimpleNamespace(groups=coordinator)
+    services: Any = SimpleNamespace(groups=coordinator, metadata=SimpleNamespace(cache=SimpleNamespace(brokers={})))
     return KafkaRequestContext(services, api_key, version, 7, "kafka-python-3.0", "127.0.0.1")
 
 

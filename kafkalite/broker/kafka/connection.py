@@ -54,8 +54,9 @@ class KafkaConnection(asyncio.Protocol):
     """The Kafka protocol on one accepted connection (see the module docstring)."""
 
     def __init__(self, services: BrokerServices, registry: ApiRegistry,
-                 connections: set[KafkaConnection]) -> None:
+                 connections: set[KafkaConnection], listener_name: str = "PLAINTEXT") -> None:
         self.services = services
+        self.listener_name = listener_name
         self.registry = registry
         self.max_request_bytes = services.config.socket_request_max_bytes
         self._connections = connections
@@ -183,7 +184,7 @@ class KafkaConnection(asyncio.Protocol):
         except BrokerResponseError as exc:
             raise CloseConnection(f"API key {api_key} v{api_version}: {exc}") from None
         context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
-                                      self._peer.rsplit(":", 1)[0])
+                                      self._peer.rsplit(":", 1)[0], self.listener_name)
         answer: KafkaAnswer
         try:
             answer = await handler.handle(context, request)

@@ -44,6 +44,15 @@ class KafkaRequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    #: The name of the listener the request came in on (Metadata answers with its advertised addresses).
+    listener_name: str = "PLAINTEXT"
+
+    def advertised_address(self, broker_id: int) -> tuple[str, int] | None:
+        """``(host, port)`` of live broker ``broker_id`` on this request's listener; None when the
+        broker is not live or has no listener of that name (Kafka leaves such brokers out)."""
+        registered = self.services.metadata.cache.brokers.get(broker_id)
+        endpoint = registered.listener_endpoint(self.listener_name) if registered is not None else None
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
 
 
 Handler = Callable[[KafkaRequestContext, Any], Awaitable[KafkaAnswer]]

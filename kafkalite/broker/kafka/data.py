@@ -39,9 +39,16 @@ def _topic_id(hex_id: str) -> uuid.UUID | None:
     return uuid.UUID(hex=hex_id) if hex_id else None
 
 
-def _brokers(metadata: protocol.ClusterMetadata) -> list[dict[str, Any]]:
-    return [{"node_id": broker.broker_id, "broker_id": broker.broker_id, "host": broker.host, "port": broker.port,
-             "rack": broker.rack} for broker in metadata.brokers]
+def _brokers(context: KafkaRequestContext, metadata: protocol.ClusterMetadata) -> list[dict[str, Any]]:
+    """The brokers at the addresses advertised for the listener the request came in on (a broker
+    without that listener is left out, as Kafka does)."""
+    answer = []
+    for broker in metadata.brokers:
+        address = context.advertised_address(broker.broker_id)
+        if address is not None:
+            answer.append({"node_id": broker.broker_id, "broker_id": broker.broker_id, "host": address[0],
+                           "port": address[1], "rack": broker.rack})
+    return answer
 
 
 # -- Metadata -------------------------------------------------------------------------------------
@@ -81,7 +88,7 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     } for topic in result.topics]
     topics += [{"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
                for topic_id in unknown_ids]
-    return {"throttle_time": 0, "brokers": _brokers(result), "cluster_id": result.cluster_id,
+    return {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
             "controller_id": result.controller_id, "topics": topics,
             "cluster_authorized_operations": -2147483648}
 
@@ -206,7 +213,7 @@ async def describe_cluster(context: KafkaRequestContext, request: Any) -> KafkaA
                 "endpoint_type": request.endpoint_type}
     result = context.services.metadata.describe_cluster()
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": result.cluster_id, "controller_id": result.controller_id, "brokers": _brokers(result),
+            "cluster_id": result.cluster_id, "controller_id": result.controller_id, "brokers": _brokers(context, result),
             "cluster_authorized_operations": -2147483648}
 
 

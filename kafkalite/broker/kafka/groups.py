@@ -87,8 +87,9 @@ async def _find_one(context: KafkaRequestContext, key: str, key_type: int) -> di
         message = str(error.args[0]) if error.args else error.description
         return {"key": key, "error_code": error.errno, "error_message": message, "node_id": -1, "host": "",
                 "port": -1}
-    return {"key": key, "error_code": 0, "error_message": None, "node_id": answer.node_id, "host": answer.host,
-            "port": answer.port}
+    host, port = context.advertised_address(answer.node_id) or (answer.host, answer.port)
+    return {"key": key, "error_code": 0, "error_message": None, "node_id": answer.node_id, "host": host,
+            "port": port}
 
 
 async def find_coordinator(context: KafkaRequestContext, request: Any) -> KafkaAnswer:

@@ -1,0 +1,36 @@
+"""The benchmark suite's Kafka-protocol scenario (P6): confluent-kafka against a kafkalite broker
+and against librdkafka's mock cluster, in one run, printed side by side."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalite.bench.kafka_clients import CONSUMER_SETTINGS
+from tests.support.cluster import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.slow
+def test_benchmark_suite_quick_p6_prints_kafkalite_beside_the_mock_cluster(tmp_path: Path) -> None:
+    docs = tmp_path / "performance.md"
+    result = subprocess.run([sys.executable, "-m", "kafkalite.bench.suite", "--quick", "--only", "P6", "--docs",
+                             str(docs)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[:2] == ["| scenario | figure | target | met/missed |", "| --- | --- | --- | --- |"], result.stdout
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    assert [row[0].split(" ")[:3] for row in rows] == [["P6", "confluent-kafka", "Producer,"],
+                                                       ["P6", "confluent-kafka", "Consumer,"]], result.stdout
+    for row in rows:  # both figures of one run, and a verdict (the rates depend on the machine's load)
+        assert "records/s vs mock cluster" in row[1] and row[1].endswith("x)"), row
+        assert row[3] in ("met", "missed"), row
+    # both runs used the same consumer settings, and they are printed and written down
+    settings = " ".join(f"{key}={value}" for key, value in CONSUMER_SETTINGS.items())
+    assert result.stderr.count(settings) >= 3, result.stderr
+    assert settings in docs.read_text()

@@ -89,6 +89,12 @@ OFFSET_FETCH = PREFIX + "/groups/offset_fetch"
 LIST_GROUPS = PREFIX + "/groups/list"
 DESCRIBE_GROUPS = PREFIX + "/groups/describe"
 DELETE_GROUPS = PREFIX + "/groups/delete"
+ADD_PARTITIONS_TO_TXN = PREFIX + "/txn/add_partitions"
+ADD_OFFSETS_TO_TXN = PREFIX + "/txn/add_offsets"
+END_TXN = PREFIX + "/txn/end"
+TXN_OFFSET_COMMIT = PREFIX + "/txn/offset_commit"
+DESCRIBE_TRANSACTIONS = PREFIX + "/txn/describe"
+LIST_TRANSACTIONS = PREFIX + "/txn/list"
 HEALTH = "/health"
 OPENAPI = PREFIX + "/openapi.json"  # the OpenAPI description of these routes (docs/openapi.yaml)
 # The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see

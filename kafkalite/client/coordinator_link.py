@@ -53,10 +53,14 @@ class CoordinatorLink:
     """
 
     def __init__(self, metadata: MetadataManager, transport: AsyncTransport, group_id: str, *,
-                 request_timeout_ms: int, retry_backoff_ms: int) -> None:
+                 request_timeout_ms: int, retry_backoff_ms: int, key_type: int = 0,
+                 key_field: str = "group_id") -> None:
+        """``key_type`` 1 with ``key_field`` "transactional_id" links to a transaction coordinator."""
         self.metadata = metadata
         self.transport = transport
         self.group_id = group_id
+        self.key_type = key_type
+        self.key_field = key_field
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff = retry_backoff_ms / 1000
         self.node_id = -1
@@ -75,7 +79,7 @@ class CoordinatorLink:
             for address in self.metadata._candidates():
                 try:
                     answer = await self.transport.request_json(
-                        address, "POST", protocol.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0},
+                        address, "POST", protocol.FIND_COORDINATOR, {"key": self.group_id, "key_type": self.key_type},
                         timeout_ms=self.request_timeout_ms)
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     last_error = exc
@@ -101,7 +105,7 @@ class CoordinatorLink:
         """Send ``body`` (plus the group id) to the coordinator; coordinator-level errors and
         broken connections are retried until ``deadline`` (None: forever) unless ``retry`` is
         False, when they are raised. Other errors come back in the answer."""
-        payload = {"group_id": self.group_id, **body}
+        payload = {self.key_field: self.group_id, **body}
         while True:
             address = await self.find(deadline)
             try:

@@ -509,6 +509,28 @@ class InvalidRecordError(BrokerResponseError):
     http_status = 400
 
 
+class InvalidTxnStateError(BrokerResponseError):
+    errno = 48
+    message = "INVALID_TXN_STATE"
+    description = "The producer attempted a transactional operation in an invalid state."
+    http_status = 409
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    errno = 52
+    message = "TRANSACTION_COORDINATOR_FENCED"
+    description = ("Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the "
+                   "current coordinator for a given producer.")
+    http_status = 409
+
+
+class ProducerFencedError(BrokerResponseError):
+    errno = 90
+    message = "PRODUCER_FENCED"
+    description = ("There is a newer producer with the same transactionalId which fences the current one.")
+    http_status = 409
+
+
 # --- errors without a wire code ---------------------------------------------------------------
 
 

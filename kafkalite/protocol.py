@@ -65,6 +65,7 @@ FETCH = PREFIX + "/fetch"
 LIST_OFFSETS = PREFIX + "/list_offsets"
 OFFSETS_FOR_LEADER_EPOCH = PREFIX + "/offsets_for_leader_epoch"
 DELETE_RECORDS = PREFIX + "/delete_records"
+WRITE_TXN_MARKERS = PREFIX + "/write_txn_markers"
 INIT_PRODUCER_ID = PREFIX + "/init_producer_id"
 API_VERSIONS = PREFIX + "/api_versions"
 CREATE_TOPICS = PREFIX + "/admin/create_topics"
@@ -302,6 +303,9 @@ class FetchResult:
     diverging_end_offset: int = -1
     leader_id: int = -1
     leader_epoch: int = NO_EPOCH
+    #: read_committed only: (producer id, first offset) of each aborted transaction that
+    #: overlaps the records (None for read_uncommitted and followers).
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 def encode_fetch_request(request: FetchRequest) -> bytes:

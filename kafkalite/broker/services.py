@@ -54,7 +54,7 @@ from kafkalite.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from kafkalite.record.batch import build_batch, decode_all
+from kafkalite.record.batch import build_batch, iter_batches
 from kafkalite.storage.manager import LogManager
 from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
@@ -562,12 +562,16 @@ class RecordsService:
             raise protocol.error_for(result.error_code, result.error_message)
         records = []
         next_offset = offset
-        for record in decode_all(bytes(result.records)):
-            if record.offset < offset:
+        for batch in iter_batches(bytes(result.records), validate=True):
+            if batch.is_control:  # a transaction marker: never shown, but read past
+                next_offset = max(next_offset, batch.next_offset)
                 continue
-            records.append(FetchedRecord(record.offset, record.timestamp, record.key, record.value,
-                                         list(record.headers)))
-            next_offset = record.offset + 1
+            for record in batch.records():
+                if record.offset < offset:
+                    continue
+                records.append(FetchedRecord(record.offset, record.timestamp, record.key, record.value,
+                                             list(record.headers)))
+                next_offset = record.offset + 1
         return FetchedRecords(topic, partition, records, next_offset, result.high_watermark, result.log_start_offset)
 
 

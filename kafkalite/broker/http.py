@@ -252,6 +252,7 @@ def build_app(services: BrokerServices) -> web.Application:
         web.post(protocol.OFFSETS_FOR_LEADER_EPOCH, api.offsets_for_leader_epoch),
         web.post(protocol.DELETE_RECORDS, api.delete_records),
         web.post(protocol.INIT_PRODUCER_ID, api.init_producer_id),
+        web.post(protocol.WRITE_TXN_MARKERS, api.write_txn_markers),
         web.post(protocol.CREATE_TOPICS, api.create_topics),
         web.post(protocol.DELETE_TOPICS, api.delete_topics),
         web.post(protocol.CREATE_PARTITIONS, api.create_partitions),
@@ -432,6 +433,11 @@ class BrokerApi:
         queries, timeout_ms = codec.decode_delete_records(await _json_body(request), self.config.request_timeout_ms)
         answers = await self.services.replicas.delete_records(queries, timeout_ms)
         return _json_response(codec.encode_delete_records(answers))
+
+    async def write_txn_markers(self, request: web.Request) -> web.Response:
+        markers, timeout_ms = codec.decode_txn_markers(await _json_body(request), self.config.request_timeout_ms)
+        results = await self.services.replicas.write_txn_markers(markers, timeout_ms)
+        return _json_response(codec.encode_txn_markers(markers, results))
 
     async def init_producer_id(self, request: web.Request) -> web.Response:
         await _json_body(request)

@@ -17,6 +17,7 @@ The services:
 - :class:`AdminRequests` — topics, partitions, configs and reassignments, item by item.
 - :class:`~kafkalite.broker.group_coordinator.GroupCoordinator` — groups and committed offsets.
 - :class:`ProducerIdService` — producer ids for idempotent producers.
+- :class:`~kafkalite.broker.txn_coordinator.TransactionCoordinator` — transactions.
 
 An item of a batch request (a topic to create, a config resource) that a front end could not
 decode is passed on as :class:`Rejected`, and answered with its error in its place.
@@ -39,6 +40,7 @@ from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica import ReplicaManager
+from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator
@@ -703,3 +705,4 @@ class BrokerServices:
     admin: AdminRequests
     groups: GroupCoordinator
     producer_ids: ProducerIdService
+    transactions: TransactionCoordinator

@@ -234,7 +234,6 @@ HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(LIST_OFFSETS, 1, 7, list_offsets),
     ApiHandler(METADATA, 0, 12, metadata),
     ApiHandler(SASL_HANDSHAKE, 0, 1, sasl_handshake),
-    ApiHandler(INIT_PRODUCER_ID, 0, 5, init_producer_id),
     ApiHandler(OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
     ApiHandler(DESCRIBE_CLUSTER, 0, 1, describe_cluster),
 )

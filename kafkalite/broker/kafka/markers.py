@@ -40,5 +40,5 @@ async def write_txn_markers(context: KafkaRequestContext, request: Any) -> Kafka
 
 
 HANDLERS: tuple[ApiHandler, ...] = (
-    ApiHandler(WRITE_TXN_MARKERS, 0, 1, write_txn_markers),
+    ApiHandler(WRITE_TXN_MARKERS, 1, 1, write_txn_markers),
 )

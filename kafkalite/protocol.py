@@ -102,6 +102,7 @@ END_TXN = PREFIX + "/txn/end"
 TXN_OFFSET_COMMIT = PREFIX + "/txn/offset_commit"
 DESCRIBE_TRANSACTIONS = PREFIX + "/txn/describe"
 LIST_TRANSACTIONS = PREFIX + "/txn/list"
+DESCRIBE_PRODUCERS = PREFIX + "/txn/describe_producers"
 HEALTH = "/health"
 OPENAPI = PREFIX + "/openapi.json"  # the OpenAPI description of these routes (docs/openapi.yaml)
 # The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see

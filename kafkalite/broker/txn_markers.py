@@ -194,7 +194,7 @@ class BrokerTxnTopology:
         return self.metadata.partition(topic, partition) is not None
 
     def offsets_partition(self, group_id: str) -> int:
-        count = self._count(OFFSETS_TOPIC)
-        if count == 0:
-            raise CoordinatorNotAvailableError(f"the {OFFSETS_TOPIC} topic does not exist yet")
+        """From the topic's partition count, or ``offsets.topic.num.partitions`` (which it will
+        be created with) before it exists, as Kafka computes it."""
+        count = self._count(OFFSETS_TOPIC) or self.config.offsets_topic_num_partitions
         return protocol.group_partition(group_id, count)

@@ -1,0 +1,378 @@
+"""Transactions (KIP-98) end to end on three real brokers: the transaction coordinator on the
+leader of a ``__transaction_state`` partition, markers written by partition leaders, pending
+transactional offset commits, read_committed consumers.
+
+- confluent-kafka's (librdkafka's) transactional producer over the Kafka listener: a committed
+  transaction with offsets sent to it, and an aborted one; a read_committed confluent-kafka
+  consumer sees exactly the committed records, and the group's offsets are those committed in
+  the transaction;
+- kafkalite's transactional producer (HTTP front end) the same way, read back by confluent-kafka;
+- zombie fencing: a second producer with the same transactional.id fences the first, whose
+  commit then fails with PRODUCER_FENCED, and whose open transaction is aborted;
+- the coordinator aborts a transaction open past its transaction.timeout.ms;
+- kafkajs's transactional producer (seed 003's ``transactionalId``) commits a transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkalite.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafkalite.errors import ProducerFencedError
+from tests.support.cluster import ROOT, BrokerCluster, running_cluster
+
+pytestmark = pytest.mark.integration
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+JS_DIR = ROOT / "tests" / "js"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterator[BrokerCluster]:
+    with running_cluster(tmp_path_factory, zookeeper, "transactions", extra_properties={
+            "transaction.max.timeout.ms": "60000",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}) as brokers:
+        yield brokers
+
+
+def _topic(cluster: BrokerCluster, prefix: str, partitions: int = 3) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(name, partitions=partitions, replication_factor=3, configs={"min.insync.replicas": "2"})
+    cluster.wait_for(lambda: all(item["leader"] > 0 for item in cluster.partitions(name)), 30, f"leaders of {name}")
+    cluster.wait_for(lambda: all(len(cluster.partitions(name, broker_id)) == partitions
+                                 for broker_id in cluster.brokers), 30, f"every broker's metadata of {name}")
+    return name
+
+
+def _read_committed(cluster: BrokerCluster, topic: str, expected: int, isolation: str = "read_committed",
+                    settle_s: float = 3.0) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """Every record a confluent-kafka consumer with ``isolation`` reads from the start of
+    ``topic``: polls until ``expected`` records arrived and nothing more came for ``settle_s``."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        consumer.subscribe([topic])
+        records: list[tuple[int, int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        quiet_until = None
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if len(records) >= expected:
+                    quiet_until = quiet_until or time.monotonic() + settle_s
+                    if time.monotonic() >= quiet_until:
+                        break
+                continue
+            if message.error():
+                assert message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF, message.error()
+                continue
+            quiet_until = None
+            records.append((message.partition(), message.offset(), message.key(), message.value()))
+        return records
+    finally:
+        consumer.close()
+
+
+def _confluent_producer(cluster: BrokerCluster, transactional_id: str, **extra: Any) -> Any:
+    return confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
+                                     "linger.ms": 5, **extra})
+
+
+def _committed_offsets(cluster: BrokerCluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        answers = consumer.committed([confluent_kafka.TopicPartition(topic, number) for number in range(partitions)],
+                                     timeout=30)
+        return {item.partition: item.offset for item in answers}
+    finally:
+        consumer.close()
+
+
+def test_confluent_transactional_producer_commit_and_abort(cluster: BrokerCluster) -> None:
+    output = _topic(cluster, "out")
+    group = f"copier-{uuid.uuid4().hex[:6]}"
+    producer = _confluent_producer(cluster, f"tx-{uuid.uuid4().hex[:6]}")
+    producer.init_transactions(30)
+
+    producer.begin_transaction()
+    for index in range(30):
+        producer.produce(output, key=f"k{index}".encode(), value=f"committed-{index}".encode())
+    producer.send_offsets_to_transaction(
+        [confluent_kafka.TopicPartition("input", 0, 30)],
+        confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+        .consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+
+    producer.begin_transaction()
+    for index in range(20):
+        producer.produce(output, key=f"k{index}".encode(), value=f"aborted-{index}".encode())
+    producer.flush(30)
+    producer.abort_transaction(30)
+
+    producer.begin_transaction()
+    producer.produce(output, key=b"last", value=b"committed-last")
+    producer.commit_transaction(30)
+
+    committed = _read_committed(cluster, output, 31)
+    assert sorted(value for _, _, _, value in committed) == sorted(
+        [f"committed-{index}".encode() for index in range(30)] + [b"committed-last"])
+    everything = _read_committed(cluster, output, 51, isolation="read_uncommitted")
+    assert sorted(value for _, _, _, value in everything if value.startswith(b"aborted")) == sorted(
+        f"aborted-{index}".encode() for index in range(20))
+    assert _committed_offsets(cluster, group, "input", 1) == {0: 30}
+
+
+def test_kafkalite_transactional_producer(cluster: BrokerCluster) -> None:
+    output = _topic(cluster, "kl-out")
+    group = f"kl-copier-{uuid.uuid4().hex[:6]}"
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=f"kl-{uuid.uuid4().hex[:6]}")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for index in range(25):
+            producer.send(output, key=f"k{index}".encode(), value=f"committed-{index}".encode())
+        producer.send_offsets_to_transaction({TopicPartition("input", 1): OffsetAndMetadata(25)}, group)
+        producer.commit_transaction()
+
+        producer.begin_transaction()
+        for index in range(10):
+            producer.send(output, key=f"k{index}".encode(), value=f"aborted-{index}".encode())
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close()
+    committed = _read_committed(cluster, output, 25)
+    assert sorted(value for _, _, _, value in committed) == sorted(f"committed-{index}".encode()
+                                                                   for index in range(25))
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group)
+    try:
+        assert consumer.committed(TopicPartition("input", 1)) == 25
+    finally:
+        consumer.close()
+
+
+def test_a_second_producer_fences_the_first(cluster: BrokerCluster) -> None:
+    output = _topic(cluster, "fenced", partitions=1)
+    transactional_id = f"zombie-{uuid.uuid4().hex[:6]}"
+    first = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=transactional_id)
+    try:
+        first.init_transactions()
+        first.begin_transaction()
+        first.send(output, value=b"from-the-zombie").get(30)
+        second = _confluent_producer(cluster, transactional_id)
+        second.init_transactions(30)  # fences the first and aborts its open transaction
+        second.begin_transaction()
+        second.produce(output, value=b"from-the-successor")
+        second.commit_transaction(30)
+        with pytest.raises(ProducerFencedError):
+            first.commit_transaction()
+    finally:
+        first.close()
+    values = [value for _, _, _, value in _read_committed(cluster, output, 1)]
+    assert values == [b"from-the-successor"]
+
+
+def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(cluster: BrokerCluster) -> None:
+    output = _topic(cluster, "timeout", partitions=1)
+    producer = _confluent_producer(cluster, f"slow-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 8000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(output, value=b"never-committed")
+    producer.flush(30)
+
+    def stable_offset() -> int:  # ListOffsets(latest) under read_committed: the last stable offset
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "lso-probe",
+                                             "isolation.level": "read_committed"})
+        try:
+            return int(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(output, 0), timeout=10)[1])
+        finally:
+            consumer.close()
+
+    assert stable_offset() == 0  # the open transaction holds read_committed readers at its first offset
+    # the LSO passes the transaction once the coordinator's abort marker (offset 1) is written
+    cluster.wait_for(lambda: stable_offset() == 2, 40, "the coordinator's abort of the timed-out transaction")
+    assert _read_committed(cluster, output, 0, settle_s=1.0) == []
+    with pytest.raises(confluent_kafka.KafkaException):
+        producer.commit_transaction(10)
+
+
+def test_kafkajs_transactional_producer(cluster: BrokerCluster, tmp_path: Path) -> None:
+    assert shutil.which("node") is not None, "node is missing: Node 20 is a prerequisite (README)"
+    assert (JS_DIR / "node_modules" / "kafkajs").is_dir(), "kafkajs is missing: scripts/install.sh installs it"
+    output = _topic(cluster, "js-orders")
+    script = tmp_path / "transactional.js"
+    script.write_text(f"""
+const {{ Kafka }} = require('kafkajs');
+const kafka = new Kafka({{ clientId: 'order-service', brokers: ['{cluster.bootstrap.split(",")[0]}'] }});
+const producer = kafka.producer({{ idempotent: true, transactionalId: 'order-producer-1', maxInFlightRequests: 1 }});
+async function main() {{
+  await producer.connect();
+  const committed = await producer.transaction();
+  await committed.send({{ topic: '{output}', messages: [
+    {{ key: 'CUST-42', value: 'ORD-001' }}, {{ key: 'CUST-1', value: 'ORD-002' }} ] }});
+  await committed.sendOffsets({{ consumerGroupId: 'order-processing',
+    topics: [{{ topic: 'input', partitions: [{{ partition: 0, offset: '2' }}] }}] }});
+  await committed.commit();
+  const aborted = await producer.transaction();
+  await aborted.send({{ topic: '{output}', messages: [{{ key: 'CUST-2', value: 'ORD-003' }}] }});
+  await aborted.abort();
+  await producer.disconnect();
+  console.log('done');
+}}
+main().catch((error) => {{ console.error(error); process.exit(1); }});
+""")
+    env = {**os.environ, "NODE_PATH": str(JS_DIR / "node_modules"), "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    result = subprocess.run(["node", str(script)], capture_output=True, timeout=120, env=env)
+    assert result.returncode == 0 and result.stdout.decode().strip() == "done", result.stderr.decode()
+    values = sorted(value for _, _, _, value in _read_committed(cluster, output, 2))
+    assert values == [b"ORD-001", b"ORD-002"]
+    assert _committed_offsets(cluster, "order-processing", "input", 1) == {0: 2}
+
+
+# -- the transactional copier under kill -9 --------------------------------------------------------
+RECORDS_PER_PARTITION = 500
+COPIER_ID = "copier-1"
+
+
+class Copier(threading.Thread):
+    """Kafka's TransactionalMessageCopier with confluent-kafka: read the input partitions
+    (read_committed), write each record to the same partition of the output topic and commit
+    the input offsets in the same transaction; an abortable error aborts and rewinds to the
+    committed offsets, a retriable one retries the commit."""
+
+    def __init__(self, cluster: BrokerCluster, source: str, target: str, partitions: int) -> None:
+        super().__init__(name="copier", daemon=True)
+        self.cluster, self.source, self.target, self.partitions = cluster, source, target, partitions
+        self.commits = 0
+        self.aborts = 0
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self._copy()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _copy(self) -> None:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": self.cluster.bootstrap, "group.id": "copier-group", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+        producer = _confluent_producer(self.cluster, COPIER_ID, **{"transaction.timeout.ms": 30000})
+        inputs = [confluent_kafka.TopicPartition(self.source, number) for number in range(self.partitions)]
+        try:
+            producer.init_transactions(120)
+            consumer.assign(inputs)
+            while not self.stop.is_set():
+                positions = {item.partition: item.offset for item in consumer.position(inputs)}
+                if all(positions.get(number, -1) >= RECORDS_PER_PARTITION for number in range(self.partitions)):
+                    return
+                messages = [message for message in consumer.consume(20, 1.0) if not message.error()]
+                if not messages:
+                    continue
+                producer.begin_transaction()
+                for message in messages:
+                    producer.produce(self.target, key=message.key(), value=message.value(),
+                                     partition=message.partition())
+                try:
+                    producer.send_offsets_to_transaction(consumer.position(inputs),
+                                                         consumer.consumer_group_metadata(), 120)
+                    self._commit(producer)
+                    self.commits += 1
+                except confluent_kafka.KafkaException as exc:
+                    if not exc.args[0].txn_requires_abort():
+                        raise
+                    producer.abort_transaction(120)
+                    self.aborts += 1
+                    for item in consumer.committed(inputs, timeout=60):
+                        consumer.seek(confluent_kafka.TopicPartition(
+                            item.topic, item.partition, item.offset if item.offset >= 0 else 0))
+        finally:
+            consumer.close()
+
+    @staticmethod
+    def _commit(producer: Any) -> None:
+        while True:
+            try:
+                producer.commit_transaction(120)
+                return
+            except confluent_kafka.KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+
+    def wait_commits(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.commits < count and not self.done.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.error is not None:
+            raise AssertionError(f"the copier failed: {self.error!r}") from self.error
+        assert self.commits >= count or self.done.is_set(), f"only {self.commits} transactions in {timeout} s"
+
+
+def _transaction_coordinator(cluster: BrokerCluster) -> int:
+    return int(cluster.call("POST", "/v1/groups/find_coordinator", {"key": COPIER_ID, "key_type": 1})["node_id"])
+
+
+def _restart(cluster: BrokerCluster, broker_id: int) -> None:
+    broker = cluster.brokers[broker_id]
+    broker.start()
+    broker.wait_ready()
+    cluster.wait_for(lambda: all(len(cluster.describe(other)["brokers"]) == cluster.size
+                                 for other in cluster.brokers), 60, f"broker {broker_id} registered again")
+
+
+def test_transactional_copier_survives_kill_9_of_the_coordinator_and_an_output_leader(
+        tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> None:
+    with running_cluster(tmp_path_factory, zookeeper, "txn-copier", extra_properties={
+            "unclean.leader.election.enable": "false"}) as cluster:
+        source, target = _topic(cluster, "copy-in", partitions=2), _topic(cluster, "copy-out", partitions=2)
+        loader = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+        for number in range(2):
+            for index in range(RECORDS_PER_PARTITION):
+                loader.produce(source, key=f"{number}-{index}".encode(), value=f"{number}:{index}".encode(),
+                               partition=number)
+        assert loader.flush(60) == 0
+
+        copier = Copier(cluster, source, target, 2)
+        copier.start()
+        try:
+            copier.wait_commits(3, 120)
+            coordinator = _transaction_coordinator(cluster)
+            assert not copier.done.is_set(), "the copier finished before the first fault"
+            cluster.brokers[coordinator].kill()
+            copier.wait_commits(copier.commits + 3, 120)
+            assert _transaction_coordinator(cluster) != coordinator  # another broker took over
+            _restart(cluster, coordinator)
+            cluster.wait_in_sync(target, 60)
+            leader = next(item["leader"] for item in cluster.partitions(target) if item["partition"] == 0)
+            assert not copier.done.is_set(), "the copier finished before the second fault"
+            cluster.brokers[leader].kill()
+            copier.wait_commits(copier.commits + 3, 120)
+            _restart(cluster, leader)
+            assert copier.done.wait(180), f"the copier did not finish ({copier.commits} transactions)"
+            if copier.error is not None:
+                raise AssertionError(f"the copier failed: {copier.error!r}") from copier.error
+        finally:
+            copier.stop.set()
+            copier.join(60)
+        print(f"copier: {copier.commits} transactions committed, {copier.aborts} aborted")
+        copied = _read_committed(cluster, target, 2 * RECORDS_PER_PARTITION)
+        for number in range(2):
+            values = [value for partition, _, _, value in sorted(copied) if partition == number]
+            assert values == [f"{number}:{index}".encode() for index in range(RECORDS_PER_PARTITION)], \
+                f"partition {number}: {len(values)} records, {copier.aborts} aborts"

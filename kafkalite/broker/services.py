@@ -130,6 +130,10 @@ class ActiveProducer:
     producer_epoch: int
     last_sequence: int
     last_timestamp: int
+    #: The epoch of the transaction coordinator that wrote the producer's last marker (-1: none).
+    coordinator_epoch: int = -1
+    #: First offset of the producer's open transaction (-1: none open).
+    current_txn_start_offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -408,11 +412,13 @@ class ReplicaService:
         return answers
 
     def describe_producers(self, partitions: list[tuple[str, int]]) -> list[ProducersAnswer]:
-        """The producer state of partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere)."""
+        """The producer state of partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere),
+        with each producer's open transaction (DescribeProducers, the transactions tool)."""
         answers = []
         for topic, number in partitions:
             try:
-                producers = [ActiveProducer(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp)
+                producers = [ActiveProducer(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp,
+                                            entry.coordinator_epoch, entry.current_txn_first_offset)
                              for producer_id, entry in sorted(self.replica_manager.producers(topic, number).items())]
                 answers.append(ProducersAnswer(topic, number, None, producers))
             except BrokerResponseError as exc:

@@ -156,8 +156,8 @@ async def _describe_producers(services: BrokerServices, body: Json) -> Json:
         "topic": answer.topic, "partition": answer.partition, **outcome(answer.error),
         "producers": [{"producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
                        "last_sequence": producer.last_sequence, "last_timestamp": producer.last_timestamp,
-                       "coordinator_epoch": getattr(producer, "coordinator_epoch", -1),
-                       "current_txn_start_offset": getattr(producer, "current_txn_start_offset", -1)}
+                       "coordinator_epoch": producer.coordinator_epoch,
+                       "current_txn_start_offset": producer.current_txn_start_offset}
                       for producer in answer.producers]}
         for answer in services.replicas.describe_producers(wanted)])
 

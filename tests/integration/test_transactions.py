@@ -15,6 +15,7 @@ transactional offset commits, read_committed consumers.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -27,8 +28,11 @@ from typing import Any
 
 import pytest
 
+from kafkalite import protocol
 from kafkalite.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafkalite.errors import ProducerFencedError
+from kafkalite.record.batch import build_batch
+from kafkalite.transport import AsyncTransport
 from tests.support.cluster import ROOT, BrokerCluster, running_cluster
 
 pytestmark = pytest.mark.integration
@@ -239,6 +243,86 @@ main().catch((error) => {{ console.error(error); process.exit(1); }});
     values = sorted(value for _, _, _, value in _read_committed(cluster, output, 2))
     assert values == [b"ORD-001", b"ORD-002"]
     assert _committed_offsets(cluster, "order-processing", "input", 1) == {0: 2}
+
+
+def _transactions_tool(cluster: BrokerCluster, *arguments: str) -> tuple[int, list[list[str]], str]:
+    """Run scripts/kafkalite-transactions.sh: exit code, output rows split on whitespace, stderr."""
+    result = subprocess.run([str(ROOT / "scripts" / "kafkalite-transactions.sh"), "--bootstrap-server",
+                             cluster.bootstrap, *arguments], capture_output=True, text=True, timeout=120)
+    return result.returncode, [line.split() for line in result.stdout.splitlines()], result.stderr
+
+
+def _produce_orphan(cluster: BrokerCluster, topic: str, producer_id: int) -> None:
+    """A transactional batch no coordinator knows of (its producer never registered): the
+    partition's transaction stays open, a hanging transaction."""
+    leader = next(item["leader"] for item in cluster.partitions(topic) if item["partition"] == 0)
+    batch = build_batch([b"orphan"], producer_id=producer_id, producer_epoch=0, base_sequence=0, transactional=True)
+    request = protocol.ProduceRequest(-1, 30_000, [protocol.ProducePartition(topic, 0, batch)])
+
+    async def send() -> list[protocol.ProduceResult]:
+        transport = AsyncTransport(request_timeout_ms=30_000)
+        try:
+            payload = await transport.request(cluster.brokers[leader].address, "POST", protocol.PRODUCE,
+                                              body=protocol.encode_produce_request(request))
+            return protocol.decode_produce_response(payload)
+        finally:
+            await transport.close()
+
+    assert [result.error_code for result in asyncio.run(send())] == [0]
+
+
+def _stable_offset(cluster: BrokerCluster, topic: str) -> int:
+    """ListOffsets(latest) under read_committed: the partition's last stable offset."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "lso-probe",
+                                         "isolation.level": "read_committed"})
+    try:
+        return int(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)[1])
+    finally:
+        consumer.close()
+
+
+def test_the_transactions_tool_lists_describes_finds_and_aborts_hanging_transactions(cluster: BrokerCluster) -> None:
+    ongoing, hanging = _topic(cluster, "tool-ongoing", partitions=1), _topic(cluster, "tool-hanging", partitions=1)
+    transactional_id = f"tool-{uuid.uuid4().hex[:6]}"
+    producer = _confluent_producer(cluster, transactional_id)
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(ongoing, value=b"open")
+    producer.flush(30)
+
+    code, rows, _ = _transactions_tool(cluster, "list")
+    assert code == 0 and rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    [listed] = [row for row in rows if row[0] == transactional_id]
+    assert listed[3] == "Ongoing"
+    producer_id = listed[2]
+    code, rows, _ = _transactions_tool(cluster, "describe", "--transactional-id", transactional_id)
+    assert code == 0 and rows[1][1:5] == [transactional_id, producer_id, "0", "Ongoing"]
+    assert rows[1][-1] == f"{ongoing}-0"
+    code, rows, _ = _transactions_tool(cluster, "describe-producers", "--topic", ongoing, "--partition", "0")
+    assert code == 0 and [row[0] for row in rows[1:]] == [producer_id] and rows[1][-1] == "0"
+
+    orphan = 987_654_321
+    _produce_orphan(cluster, hanging, orphan)
+    assert _stable_offset(cluster, hanging) == 0
+    leaders = {item["leader"] for topic in (ongoing, hanging) for item in cluster.partitions(topic)}
+    found = []
+    for broker_id in sorted(leaders):
+        code, rows, _ = _transactions_tool(cluster, "find-hanging", "--broker-id", str(broker_id),
+                                           "--max-transaction-timeout", "0")
+        assert code == 0
+        found += rows[1:]
+    # the orphan hangs; the ongoing transaction its coordinator knows does not
+    assert [(row[0], row[2], row[5]) for row in found] == [(hanging, str(orphan), "0")]
+    code, rows, _ = _transactions_tool(cluster, "abort", "--topic", hanging, "--partition", "0", "--start-offset", "0")
+    assert code == 0, rows
+    cluster.wait_for(lambda: _stable_offset(cluster, hanging) == 2, 30, "the abort marker")
+    code, rows, error = _transactions_tool(cluster, "abort", "--topic", hanging, "--partition", "0",
+                                           "--start-offset", "0")
+    assert code == 1 and "no open transaction" in error
+
+    producer.commit_transaction(30)
+    code, rows, error = _transactions_tool(cluster, "describe", "--transactional-id", "no-such-id")
+    assert code == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in error
 
 
 # -- the transactional copier under kill -9 --------------------------------------------------------

@@ -30,7 +30,7 @@ import pytest
 
 from kafkalite import protocol
 from kafkalite.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
-from kafkalite.errors import ProducerFencedError
+from kafkalite.errors import IllegalStateError, KafkaliteError, ProducerFencedError
 from kafkalite.record.batch import build_batch
 from kafkalite.transport import AsyncTransport
 from tests.support.cluster import ROOT, BrokerCluster, running_cluster
@@ -196,17 +196,10 @@ def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(cluster: Bro
     producer.produce(output, value=b"never-committed")
     producer.flush(30)
 
-    def stable_offset() -> int:  # ListOffsets(latest) under read_committed: the last stable offset
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "lso-probe",
-                                             "isolation.level": "read_committed"})
-        try:
-            return int(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(output, 0), timeout=10)[1])
-        finally:
-            consumer.close()
-
-    assert stable_offset() == 0  # the open transaction holds read_committed readers at its first offset
+    assert _stable_offset(cluster, output) == 0  # the open transaction holds read_committed readers
     # the LSO passes the transaction once the coordinator's abort marker (offset 1) is written
-    cluster.wait_for(lambda: stable_offset() == 2, 40, "the coordinator's abort of the timed-out transaction")
+    cluster.wait_for(lambda: _stable_offset(cluster, output) == 2, 40,
+                     "the coordinator's abort of the timed-out transaction")
     assert _read_committed(cluster, output, 0, settle_s=1.0) == []
     with pytest.raises(confluent_kafka.KafkaException):
         producer.commit_transaction(10)
@@ -331,38 +324,60 @@ COPIER_ID = "copier-1"
 
 
 class Copier(threading.Thread):
-    """Kafka's TransactionalMessageCopier with confluent-kafka: read the input partitions
-    (read_committed), write each record to the same partition of the output topic and commit
-    the input offsets in the same transaction; an abortable error aborts and rewinds to the
-    committed offsets, a retriable one retries the commit."""
+    """Kafka's TransactionalMessageCopier: read the input partitions (read_committed), write
+    each record to the same partition of the output topic and commit the input offsets in the
+    same transaction; an abortable error aborts and rewinds to the committed offsets, a
+    retriable one retries the commit. ``client`` is "confluent" (confluent-kafka for both) or
+    "kafkalite" (kafkalite's KafkaConsumer and transactional KafkaProducer)."""
 
-    def __init__(self, cluster: BrokerCluster, source: str, target: str, partitions: int) -> None:
+    def __init__(self, cluster: BrokerCluster, source: str, target: str, partitions: int, client: str) -> None:
         super().__init__(name="copier", daemon=True)
         self.cluster, self.source, self.target, self.partitions = cluster, source, target, partitions
+        self.client = client
+        self.transactional_id = f"{COPIER_ID}-{client}"
         self.commits = 0
         self.aborts = 0
         self.error: BaseException | None = None
         self.done = threading.Event()
         self.stop = threading.Event()
+        #: Transactions the copier may commit so far: the test moves it on, so that faults come
+        #: while records are still being copied.
+        self.budget = 0
+        self._paced = threading.Condition()
+
+    def allow(self, more: int) -> None:
+        with self._paced:
+            self.budget += more
+            self._paced.notify_all()
+
+    def finish(self) -> None:
+        with self._paced:
+            self.stop.set()
+            self._paced.notify_all()
+
+    def _wait_for_budget(self) -> None:
+        with self._paced:
+            self._paced.wait_for(lambda: self.commits < self.budget or self.stop.is_set())
 
     def run(self) -> None:
         try:
-            self._copy()
+            self._copy_confluent() if self.client == "confluent" else self._copy_kafkalite()
         except BaseException as exc:  # reported by the test
             self.error = exc
         finally:
             self.done.set()
 
-    def _copy(self) -> None:
+    def _copy_confluent(self) -> None:
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": self.cluster.bootstrap, "group.id": "copier-group", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
-        producer = _confluent_producer(self.cluster, COPIER_ID, **{"transaction.timeout.ms": 30000})
+        producer = _confluent_producer(self.cluster, self.transactional_id, **{"transaction.timeout.ms": 30000})
         inputs = [confluent_kafka.TopicPartition(self.source, number) for number in range(self.partitions)]
         try:
             producer.init_transactions(120)
             consumer.assign(inputs)
             while not self.stop.is_set():
+                self._wait_for_budget()
                 positions = {item.partition: item.offset for item in consumer.position(inputs)}
                 if all(positions.get(number, -1) >= RECORDS_PER_PARTITION for number in range(self.partitions)):
                     return
@@ -399,6 +414,43 @@ class Copier(threading.Thread):
                 if not exc.args[0].retriable():
                     raise
 
+    def _copy_kafkalite(self) -> None:
+        consumer = KafkaConsumer(bootstrap_servers=self.cluster.bootstrap, group_id="copier-group-kafkalite",
+                                 enable_auto_commit=False, auto_offset_reset="earliest",
+                                 isolation_level="read_committed")
+        producer = KafkaProducer(bootstrap_servers=self.cluster.bootstrap, transactional_id=self.transactional_id,
+                                 transaction_timeout_ms=30000)
+        inputs = [TopicPartition(self.source, number) for number in range(self.partitions)]
+        try:
+            producer.init_transactions()
+            consumer.assign(inputs)
+            while not self.stop.is_set():
+                self._wait_for_budget()
+                if all(consumer.position(tp) >= RECORDS_PER_PARTITION for tp in inputs):
+                    return
+                batches = consumer.poll(timeout_ms=1000, max_records=20)
+                if not batches:
+                    continue
+                producer.begin_transaction()
+                for tp, records in batches.items():
+                    for record in records:
+                        producer.send(self.target, key=record.key, value=record.value, partition=tp.partition)
+                try:
+                    producer.send_offsets_to_transaction(
+                        {tp: OffsetAndMetadata(consumer.position(tp)) for tp in inputs}, consumer.group_metadata())
+                    producer.commit_transaction()
+                    self.commits += 1
+                except KafkaliteError as exc:
+                    if isinstance(exc, IllegalStateError):  # fatal: fenced, or the producer is unusable
+                        raise
+                    producer.abort_transaction()
+                    self.aborts += 1
+                    for tp in inputs:
+                        consumer.seek(tp, consumer.committed(tp) or 0)
+        finally:
+            producer.close()
+            consumer.close()
+
     def wait_commits(self, count: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while self.commits < count and not self.done.is_set() and time.monotonic() < deadline:
@@ -408,8 +460,9 @@ class Copier(threading.Thread):
         assert self.commits >= count or self.done.is_set(), f"only {self.commits} transactions in {timeout} s"
 
 
-def _transaction_coordinator(cluster: BrokerCluster) -> int:
-    return int(cluster.call("POST", "/v1/groups/find_coordinator", {"key": COPIER_ID, "key_type": 1})["node_id"])
+def _transaction_coordinator(cluster: BrokerCluster, transactional_id: str) -> int:
+    return int(cluster.call("POST", "/v1/groups/find_coordinator",
+                            {"key": transactional_id, "key_type": 1})["node_id"])
 
 
 def _restart(cluster: BrokerCluster, broker_id: int) -> None:
@@ -420,8 +473,9 @@ def _restart(cluster: BrokerCluster, broker_id: int) -> None:
                                  for other in cluster.brokers), 60, f"broker {broker_id} registered again")
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafkalite"])
 def test_transactional_copier_survives_kill_9_of_the_coordinator_and_an_output_leader(
-        tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> None:
+        tmp_path_factory: pytest.TempPathFactory, zookeeper: Any, client: str) -> None:
     with running_cluster(tmp_path_factory, zookeeper, "txn-copier", extra_properties={
             "unclean.leader.election.enable": "false"}) as cluster:
         source, target = _topic(cluster, "copy-in", partitions=2), _topic(cluster, "copy-out", partitions=2)
@@ -432,27 +486,34 @@ def test_transactional_copier_survives_kill_9_of_the_coordinator_and_an_output_l
                                partition=number)
         assert loader.flush(60) == 0
 
-        copier = Copier(cluster, source, target, 2)
+        copier = Copier(cluster, source, target, 2, client)
         copier.start()
         try:
+            copier.allow(8)
             copier.wait_commits(3, 120)
-            coordinator = _transaction_coordinator(cluster)
-            assert not copier.done.is_set(), "the copier finished before the first fault"
-            cluster.brokers[coordinator].kill()
-            copier.wait_commits(copier.commits + 3, 120)
-            assert _transaction_coordinator(cluster) != coordinator  # another broker took over
+            coordinator = _transaction_coordinator(cluster, copier.transactional_id)
+            assert not copier.done.is_set(), f"the copier stopped before the first fault: {copier.error!r}"
+            cluster.brokers[coordinator].kill()  # transactions are being copied meanwhile
+            copier.wait_commits(8, 120)
+            # another broker took over
+            assert _transaction_coordinator(cluster, copier.transactional_id) != coordinator
+            copier.allow(8)
             _restart(cluster, coordinator)
             cluster.wait_in_sync(target, 60)
+            copier.wait_commits(16, 120)
             leader = next(item["leader"] for item in cluster.partitions(target) if item["partition"] == 0)
-            assert not copier.done.is_set(), "the copier finished before the second fault"
+            assert not copier.done.is_set(), f"the copier stopped before the second fault: {copier.error!r}"
+            copier.allow(8)
+            copier.wait_commits(18, 120)
             cluster.brokers[leader].kill()
-            copier.wait_commits(copier.commits + 3, 120)
+            copier.wait_commits(24, 120)
+            copier.allow(1_000_000)
             _restart(cluster, leader)
             assert copier.done.wait(180), f"the copier did not finish ({copier.commits} transactions)"
             if copier.error is not None:
                 raise AssertionError(f"the copier failed: {copier.error!r}") from copier.error
         finally:
-            copier.stop.set()
+            copier.finish()
             copier.join(60)
         print(f"copier: {copier.commits} transactions committed, {copier.aborts} aborted")
         copied = _read_committed(cluster, target, 2 * RECORDS_PER_PARTITION)

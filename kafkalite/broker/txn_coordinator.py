@@ -172,6 +172,8 @@ class TransactionCoordinator:
         self.owned: dict[int, int] = {}
         self.loading: set[int] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        #: Partition → the leader epoch it is loaded (or being loaded) for.
+        self._load_epochs: dict[int, int] = {}
         self._marker_tasks: dict[str, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -210,10 +212,18 @@ class TransactionCoordinator:
         if topic != TRANSACTION_STATE_TOPIC:
             return
         if is_leader:
-            if number not in self.owned and number not in self.loading:
-                self.loading.add(number)
-                self._load_tasks[number] = asyncio.get_running_loop().create_task(
-                    self.load(number, leader_epoch), name=f"txn-load-{number}")
+            if self._load_epochs.get(number) == leader_epoch:
+                return  # loaded, or being loaded, for this leader epoch already
+            # a new leader epoch (possibly after another broker coordinated meanwhile): reload,
+            # so that the state and the coordinator epoch are the ones of this leadership
+            task = self._load_tasks.pop(number, None)
+            if task is not None:
+                task.cancel()
+            self.unload(number)
+            self.loading.add(number)
+            self._load_epochs[number] = leader_epoch
+            self._load_tasks[number] = asyncio.get_running_loop().create_task(
+                self.load(number, leader_epoch), name=f"txn-load-{number}")
         else:
             task = self._load_tasks.pop(number, None)
             if task is not None:
@@ -239,12 +249,15 @@ class TransactionCoordinator:
             raise
         except KafkaliteError as exc:
             log.warning("loading %s-%d failed: %s", TRANSACTION_STATE_TOPIC, number, exc)
+            self._load_epochs.pop(number, None)
         finally:
-            self.loading.discard(number)
-            self._load_tasks.pop(number, None)
+            if self._load_tasks.get(number) in (None, asyncio.current_task()):  # not replaced by a newer load
+                self.loading.discard(number)
+                self._load_tasks.pop(number, None)
 
     def unload(self, number: int) -> None:
         self.owned.pop(number, None)
+        self._load_epochs.pop(number, None)
         count = self.topology.state_partition_count()
         for transactional_id in list(self.transactions):
             if count == 0 or protocol.group_partition(transactional_id, count) == number:

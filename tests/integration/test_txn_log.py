@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kafkalite import KafkaConsumer, TopicPartition
+from kafkalite import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafkalite.protocol import READ_COMMITTED, READ_UNCOMMITTED
 from kafkalite.record.batch import build_batch
 from kafkalite.storage import files
@@ -230,6 +230,19 @@ def test_an_open_transaction_holds_read_committed_readers_at_the_lso(cluster: Br
                                                                                         READ_UNCOMMITTED)
     assert read_values(cluster, topic, "read_committed", 2, timeout=3) == [b"first"]
     assert read_values(cluster, topic, "read_uncommitted", 3) == [b"first", b"pending-1", b"behind"]
+
+    # Consumer lag: up to the high watermark for read_uncommitted, the LSO for read_committed.
+    group = f"lag-{uuid.uuid4().hex[:8]}"
+    committer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        committer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0)})
+    finally:
+        committer.close()
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap) as admin:
+        lag = admin.consumer_group_lag(group)[TopicPartition(topic, 0)]
+        assert (lag.log_end_offset, lag.lag) == (3, 3)
+        lag = admin.consumer_group_lag(group, isolation_level="read_committed")[TopicPartition(topic, 0)]
+        assert (lag.log_end_offset, lag.lag) == (1, 1)
 
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, isolation_level="read_committed",
                              enable_auto_commit=False)

@@ -249,3 +249,28 @@ def test_the_consumer_drops_aborted_batches_and_control_batches() -> None:
         + at(5, build_marker_batch(7, 0, ControlMarker(True, 1), 0))
     only_markers, _, end = Fetcher._batches(fetcher, markers, 4, 6, [])  # type: ignore[arg-type]
     assert only_markers == [] and end == 6  # the position moves past markers alone
+
+
+def test_an_interrupted_compaction_swap_gets_its_txnindex_rebuilt(tmp_path: Path) -> None:
+    clock = FakeClock()
+    directory = tmp_path / "topic-0"
+    partition_log = open_log(directory, clock, segment_bytes=300)
+    partition = leader(partition_log, clock)
+    append(partition, txn(7, 0, [(b"k", b"v" * 40)], clock.now))
+    partition.append_marker(7, 0, ControlMarker(False, 1))
+    for index in range(6):
+        append(partition, build_batch([b"x" * 60], keys=[b"f%d" % index], timestamps=clock.now))
+    entries = partition_log.collect_aborted_txns(0, partition_log.log_end_offset)
+    assert entries == [AbortedTxn(7, 0, 1, 2)]
+    partition_log.close()
+    # The cleaner's output was renamed .swap (its .txnindex too) when the broker died: the log
+    # file replaces the segment on open; its indexes are rebuilt, the .txnindex by the replay.
+    log_file = files.segment_path(directory, 0, files.LOG_SUFFIX)
+    files.segment_path(directory, 0, files.LOG_SUFFIX, files.SWAP_SUFFIX).write_bytes(log_file.read_bytes())
+    txn_file = files.segment_path(directory, 0, files.TXN_INDEX_SUFFIX)
+    txn_file.rename(files.segment_path(directory, 0, files.TXN_INDEX_SUFFIX, files.SWAP_SUFFIX))
+    reopened = open_log(directory, clock, segment_bytes=300)
+    replayed = Partition("topic", 0, reopened, 1, clock)
+    replayed.rebuild_producer_state()
+    assert decode_entries(txn_file.read_bytes()) == entries
+    assert not list(directory.glob("*.swap"))

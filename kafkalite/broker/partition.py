@@ -9,6 +9,11 @@ waits and long-poll fetch waits when the log or the high watermark moves. It als
 follower's log start offset (reported in its fetches), so a DeleteRecords can wait until the
 low watermark — the smallest log start offset over the ISR — reaches its offset.
 
+Transactions: its producer state tracks open transactions; :attr:`Partition.last_stable_offset`
+is the LSO read_committed consumers read below; :meth:`Partition.append_marker` appends a
+coordinator's commit/abort marker as the leader, and :meth:`Partition.record_replicated` keeps a
+follower's state (and ``.txnindex``) current from replicated markers.
+
 Concurrency: event-loop only: its state, the producer state and its waiters are read and
 written on the loop thread that created it (:meth:`Partition.check_loop_thread` raises
 elsewhere). The log calls it makes on the loop are short page-cache operations; the blocking

@@ -11,7 +11,16 @@ followers adopt from the ``log_start_offset`` of their fetch answers), and it ke
 ZooKeeper current:
 shrinking followers that lag more than ``replica.lag.time.max.ms`` and expanding those that
 caught up, with a conditional write on the state znode's version so concurrent updates never
-overwrite each other. While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
+overwrite each other.
+
+Transactions (KIP-98): as leader it appends the commit/abort markers a transaction coordinator
+sends (:meth:`ReplicaManager.append_txn_marker`; the replica service waits for them as
+acks=all), serves read_committed fetches below the last stable offset with the aborted
+transactions among the records (from the ``.txnindex`` files), and answers ListOffsets latest
+with the LSO under read_committed; as follower it replicates markers like any batch. Marker
+listeners (:meth:`ReplicaManager.add_marker_listener`) hear of every marker appended here.
+
+While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
 suspended or lost, or the process stalled) it serves no partition, and whatever was parked
 (acks=all waits, long-poll fetches) is answered NOT_LEADER_OR_FOLLOWER at once.
 
@@ -29,6 +38,8 @@ the producer-state rebuild of a partition not yet published, and on the request 
   and the fsync; the write, truncation and producer-state update run on the loop. A chunk
   whose partition moved (role, leader, epoch or log end) while it was checked is dropped and
   fetched again;
+* follower truncation into transactions: the producer state is replayed from the log on a
+  worker and swapped in on the loop before the next replicated chunk is appended;
 * delete records: the log start offset moves on the loop; deleting the segments below it
   and writing the log-start-offset-checkpoint run on a worker (on the leader and on each
   follower that adopts the move).

@@ -153,6 +153,7 @@ class PartitionLog:
         every segment at or above the recovery point when the shutdown was not clean."""
         live: dict[int, bool] = {}
         swaps: list[int] = []
+        swapped: set[int] = set()
         for entry in sorted(os.listdir(self.directory)):
             parsed = files.parse_segment_file(entry)
             if parsed is None:
@@ -187,11 +188,12 @@ class PartitionLog:
             swap_segment.rename_suffix("")
             swap_segment.close()
             live[swap_base] = True
+            swapped.add(swap_base)  # its indexes were dropped: recovered again below, .txnindex included
         bases = sorted(live)
         for position, base_offset in enumerate(bases):
             segment = self._new_segment(base_offset)
             truncated = 0
-            if not clean_shutdown and self._needs_recovery(base_offset, live):
+            if base_offset in swapped or (not clean_shutdown and self._needs_recovery(base_offset, live)):
                 truncated = segment.recover()
                 if truncated:
                     log.warning("%s: recovered segment %d, cut %d damaged bytes", self.name, base_offset, truncated)

@@ -194,3 +194,83 @@ def test_the_dump_tool_prints_markers_flags_and_txnindex_entries(tmp_path: Path)
     assert "endTxnMarker: COMMIT coordinatorEpoch: 4" in text
     assert "version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2" in text
     assert [batch.is_control for batch in iter_batches(log_path.read_bytes())] == [False, True, False, True]
+
+
+def test_the_binary_fetch_response_carries_aborted_transactions_only_when_asked() -> None:
+    from kafkalite import protocol
+    from kafkalite.errors import InvalidRequestError
+
+    plain = [protocol.FetchResult("t", 0, 0, 10, 10, 0, b""), protocol.FetchResult("t", 1, 0, 5, 5, 0, b"")]
+    frame = b"".join(protocol.encode_fetch_response(plain))
+    assert [item.aborted_transactions for item in protocol.decode_fetch_response(frame)] == [None, None]
+    committed = [protocol.FetchResult("t", 0, 0, 10, 4, 0, b"", aborted_transactions=[(7, 1), (9, 3)]),
+                 protocol.FetchResult("t", 1, 0, 5, 5, 0, b"", aborted_transactions=[])]
+    with_trailer = b"".join(protocol.encode_fetch_response(committed))
+    assert with_trailer.startswith(frame[:4]) and len(with_trailer) > len(frame)
+    decoded = protocol.decode_fetch_response(with_trailer)
+    assert [item.aborted_transactions for item in decoded] == [[(7, 1), (9, 3)], []]
+    assert decoded[0].last_stable_offset == 4
+    with pytest.raises(InvalidRequestError):
+        protocol.decode_fetch_response(with_trailer[:-3])
+    bad_index = frame + struct.pack(">iii", 1, 5, 0)  # a result that does not exist
+    with pytest.raises(InvalidRequestError):
+        protocol.decode_fetch_response(bad_index)
+
+
+def test_the_consumer_drops_aborted_batches_and_control_batches() -> None:
+    from types import SimpleNamespace
+
+    from kafkalite.client.fetcher import Fetcher
+
+    def at(offset: int, raw: bytes) -> bytes:
+        stamped = bytearray(raw)
+        stamped[0:8] = offset.to_bytes(8, "big")
+        return bytes(stamped)
+
+    def data(producer_id: int, offset: int, value: bytes) -> bytes:
+        return at(offset, build_batch([value], producer_id=producer_id, producer_epoch=0, base_sequence=offset,
+                                      transactional=True))
+
+    answer = b"".join([
+        data(7, 0, b"aborted-7"),  # producer 7's aborted transaction starts at 0
+        data(8, 1, b"committed-8"),
+        at(2, build_marker_batch(7, 0, ControlMarker(False, 1), 0)),
+        data(7, 3, b"committed-7"),  # a later transaction of producer 7, committed
+        at(4, build_marker_batch(8, 0, ControlMarker(True, 1), 0)),
+        at(5, build_marker_batch(7, 0, ControlMarker(True, 1), 0)),
+    ])
+    fetcher = SimpleNamespace(check_crcs=True)
+    batches, corrupt, end = Fetcher._batches(fetcher, answer, 0, 6, [(7, 0)])  # type: ignore[arg-type]
+    assert corrupt is None and end == 6
+    assert [batch.records()[0].value for batch in batches] == [b"committed-8", b"committed-7"]
+    uncommitted, _, end = Fetcher._batches(fetcher, answer, 0, 6, None)  # type: ignore[arg-type]
+    assert [batch.records()[0].value for batch in uncommitted] == [b"aborted-7", b"committed-8", b"committed-7"]
+    markers = at(4, build_marker_batch(8, 0, ControlMarker(True, 1), 0)) \
+        + at(5, build_marker_batch(7, 0, ControlMarker(True, 1), 0))
+    only_markers, _, end = Fetcher._batches(fetcher, markers, 4, 6, [])  # type: ignore[arg-type]
+    assert only_markers == [] and end == 6  # the position moves past markers alone
+
+
+def test_an_interrupted_compaction_swap_gets_its_txnindex_rebuilt(tmp_path: Path) -> None:
+    clock = FakeClock()
+    directory = tmp_path / "topic-0"
+    partition_log = open_log(directory, clock, segment_bytes=300)
+    partition = leader(partition_log, clock)
+    append(partition, txn(7, 0, [(b"k", b"v" * 40)], clock.now))
+    partition.append_marker(7, 0, ControlMarker(False, 1))
+    for index in range(6):
+        append(partition, build_batch([b"x" * 60], keys=[b"f%d" % index], timestamps=clock.now))
+    entries = partition_log.collect_aborted_txns(0, partition_log.log_end_offset)
+    assert entries == [AbortedTxn(7, 0, 1, 2)]
+    partition_log.close()
+    # The cleaner's output was renamed .swap (its .txnindex too) when the broker died: the log
+    # file replaces the segment on open; its indexes are rebuilt, the .txnindex by the replay.
+    log_file = files.segment_path(directory, 0, files.LOG_SUFFIX)
+    files.segment_path(directory, 0, files.LOG_SUFFIX, files.SWAP_SUFFIX).write_bytes(log_file.read_bytes())
+    txn_file = files.segment_path(directory, 0, files.TXN_INDEX_SUFFIX)
+    txn_file.rename(files.segment_path(directory, 0, files.TXN_INDEX_SUFFIX, files.SWAP_SUFFIX))
+    reopened = open_log(directory, clock, segment_bytes=300)
+    replayed = Partition("topic", 0, reopened, 1, clock)
+    replayed.rebuild_producer_state()
+    assert decode_entries(txn_file.read_bytes()) == entries
+    assert not list(directory.glob("*.swap"))

@@ -40,5 +40,7 @@ async def write_txn_markers(context: KafkaRequestContext, request: Any) -> Kafka
 
 
 HANDLERS: tuple[ApiHandler, ...] = (
+    # v1 only: kio has no v0 schema (v0 and v1 carry the same fields; v1 is the flexible one every
+    # Kafka since 2.8 sends), and v2 belongs to KIP-890's transaction version 2.
     ApiHandler(WRITE_TXN_MARKERS, 1, 1, write_txn_markers),
 )

@@ -506,15 +506,15 @@ def decode_offset_fetch(body: Json) -> OffsetFetchRequest:
     topics = protocol.require_objects(body, "topics", None)
     return OffsetFetchRequest(group_id, None if topics is None else [
         (protocol.require(topic, "name", str), protocol.require_list_of(topic, "partitions", int, None))
-        for topic in topics])
+        for topic in topics], protocol.require(body, "require_stable", bool, False))
 
 
 def encode_offset_fetch(answer: OffsetFetchAnswer) -> Json:
     by_topic: dict[str, list[Json]] = {}
     for item in answer.partitions:
         by_topic.setdefault(item.topic, []).append({
-            "partition": item.partition, "error_code": 0, "offset": item.offset, "leader_epoch": item.leader_epoch,
-            "metadata": item.metadata})
+            "partition": item.partition, **outcome(item.error), "offset": item.offset,
+            "leader_epoch": item.leader_epoch, "metadata": item.metadata})
     return ok(topics=[{"name": name, "partitions": entries} for name, entries in by_topic.items()])
 
 

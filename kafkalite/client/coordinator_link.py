@@ -29,6 +29,7 @@ from kafkalite.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NotCoordinatorError,
+    UnstableOffsetCommitError,
 )
 from kafkalite.transport import AsyncTransport
 
@@ -137,9 +138,22 @@ def offsets_body(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[di
     return [{"name": topic, "partitions": entries} for topic, entries in by_topic.items()]
 
 
-async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None,
-                        deadline: float | None) -> dict[TopicPartition, OffsetAndMetadata]:
-    """OffsetFetch: the committed offsets (-1 where none) of ``partitions`` (None: every one stored)."""
+async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None, deadline: float | None,
+                        require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
+    """OffsetFetch: the committed offsets (-1 where none) of ``partitions`` (None: every one stored).
+    ``require_stable`` (a read_committed consumer's): while a transactional commit of a partition
+    is pending, ask again (UNSTABLE_OFFSET_COMMIT) until ``deadline``."""
+    while True:
+        try:
+            return await _fetch_offsets(link, partitions, deadline, require_stable)
+        except UnstableOffsetCommitError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(link.retry_backoff)
+
+
+async def _fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None,
+                         deadline: float | None, require_stable: bool) -> dict[TopicPartition, OffsetAndMetadata]:
     topics: list[dict[str, Any]] | None = None
     if partitions is not None:
         grouped: dict[str, list[int]] = {}
@@ -148,7 +162,10 @@ async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartiti
         topics = [{"name": topic, "partitions": sorted(numbers)} for topic, numbers in sorted(grouped.items())]
         if not topics:
             return {}
-    answer = await link.call(protocol.OFFSET_FETCH, {"topics": topics}, deadline=deadline)
+    body: dict[str, Any] = {"topics": topics}
+    if require_stable:
+        body["require_stable"] = True
+    answer = await link.call(protocol.OFFSET_FETCH, body, deadline=deadline)
     error = error_of(answer)
     if error is not None:
         raise error

@@ -460,9 +460,7 @@ class TransactionCoordinator:
                     await self._persist(metadata, target, number)
                     log.debug("transactional id %s: %s", transactional_id, target.state.display)
                     return
-                except NotCoordinatorError:
-                    return
-                except BrokerResponseError as exc:
+                except BrokerResponseError as exc:  # e.g. the partition is fenced for a moment: retry
                     log.info("transactional id %s: writing %s failed, retrying: %s", transactional_id,
                              target.state.display, exc)
                 await asyncio.sleep(backoff)

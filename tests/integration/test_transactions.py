@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from kafkalite import protocol
-from kafkalite.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafkalite.client import AIOKafkaProducer, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafkalite.errors import IllegalStateError, KafkaliteError, ProducerFencedError
 from kafkalite.record.batch import build_batch
 from kafkalite.transport import AsyncTransport
@@ -148,6 +148,11 @@ def test_kafkalite_transactional_producer(cluster: BrokerCluster) -> None:
         for index in range(25):
             producer.send(output, key=f"k{index}".encode(), value=f"committed-{index}".encode())
         producer.send_offsets_to_transaction({TopicPartition("input", 1): OffsetAndMetadata(25)}, group)
+        coordinator = cluster.call("POST", "/v1/groups/find_coordinator", {"key": group})["node_id"]
+        pending = cluster.call("POST", "/v1/groups/offset_fetch", {
+            "group_id": group, "topics": [{"name": "input", "partitions": [1]}], "require_stable": True},
+            broker_id=coordinator)
+        assert pending["topics"][0]["partitions"][0]["error"] == "UNSTABLE_OFFSET_COMMIT"
         producer.commit_transaction()
 
         producer.begin_transaction()
@@ -160,11 +165,33 @@ def test_kafkalite_transactional_producer(cluster: BrokerCluster) -> None:
     committed = _read_committed(cluster, output, 25)
     assert sorted(value for _, _, _, value in committed) == sorted(f"committed-{index}".encode()
                                                                    for index in range(25))
-    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, isolation_level="read_committed")
     try:
         assert consumer.committed(TopicPartition("input", 1)) == 25
     finally:
         consumer.close()
+
+
+def test_the_asyncio_producer_commits_and_aborts(cluster: BrokerCluster) -> None:
+    output = _topic(cluster, "aio-out", partitions=1)
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:6]}")
+        await producer.start()
+        try:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_and_wait(output, b"one")
+            await producer.send(output, b"two")
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            await producer.send(output, b"gone")
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+    assert [value for _, _, _, value in sorted(_read_committed(cluster, output, 2))] == [b"one", b"two"]
 
 
 def test_a_second_producer_fences_the_first(cluster: BrokerCluster) -> None:

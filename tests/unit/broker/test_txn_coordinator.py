@@ -47,11 +47,17 @@ class MemoryStateLog:
     def __init__(self) -> None:
         self.records: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self.error: BrokerResponseError | None = None
+        #: How many of the next appends fail with ``error`` (then it is cleared).
+        self.failures = 0
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> BrokerResponseError | None:
         await asyncio.sleep(0)
         if self.error is not None:
-            return self.error
+            error = self.error
+            self.failures -= 1
+            if self.failures <= 0:
+                self.error = None
+            return error
         self.records.setdefault(partition, []).extend(records)
         return None
 
@@ -126,13 +132,14 @@ class Harness:
         self.next_id += 1
         return self.next_id
 
-    async def settle(self, condition: Callable[[], bool]) -> None:
-        """Let background marker tasks run until ``condition`` holds (bounded, no real waiting)."""
-        for _ in range(2000):
-            if condition():
-                return
-            await asyncio.sleep(0)
-        raise AssertionError("the coordinator did not get there")
+    async def settle(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Let background marker tasks run (their retries back off in real time) until
+        ``condition`` holds; the deadline only bounds a broken scenario."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not condition():
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError("the coordinator did not get there")
+            await asyncio.sleep(0.001)
 
     def state(self, transactional_id: str = TXN) -> TxnState:
         return self.coordinator.transactions[transactional_id].state
@@ -335,3 +342,20 @@ def test_value_schema_round_trip_and_flexible_v1() -> None:
                 + (11).to_bytes(8, "big") + (10).to_bytes(8, "big") + b"\x00")
     assert decode_value(flexible) == TxnValue(7, 2, 60_000, TxnState.ONGOING, [("a", 3)], 11, 10)
     assert decode_key(encode_key("tx-ü")) == "tx-ü"
+
+
+def test_a_complete_state_that_fails_to_write_is_retried_while_the_partition_is_owned() -> None:
+    async def test(h: Harness) -> None:
+        coordinator = h.coordinator
+        producer_id, epoch = await coordinator.init_producer_id(TXN, 60_000)
+        _raise_first(await coordinator.add_partitions(TXN, producer_id, epoch, [(TOPIC, 0)]))
+        h.markers.code = 6
+        await coordinator.end_txn(TXN, producer_id, epoch, True)
+        await h.settle(lambda: len(h.markers.calls) >= 1)
+        # the leader answers NOT_LEADER_OR_FOLLOWER for a while (fenced after a stall), as
+        # NOT_COORDINATOR to clients; the coordinator still owns the partition and must not give up
+        h.log.error, h.log.failures = NotCoordinatorError("fenced for a moment"), 2
+        h.markers.code = 0
+        await h.settle(lambda: h.log.error is None)
+        await h.settle(lambda: h.state() is TxnState.COMPLETE_COMMIT)
+    scenario(test)

@@ -53,6 +53,9 @@ from kafkalite.transport import AsyncTransport
 
 log = logging.getLogger(__name__)
 
+#: Seconds between retries of a request answered CONCURRENT_TRANSACTIONS.
+CONCURRENT_TRANSACTIONS_BACKOFF = 0.005
+
 #: Errors after which the producer cannot go on (it was fenced, or its id was taken over).
 FATAL_ERRORS = (ProducerFencedError, InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidTxnStateError)
 
@@ -141,13 +144,13 @@ class TransactionManager:
         """A request to the coordinator, retried on CONCURRENT_TRANSACTIONS and coordinator
         moves until ``max_block_ms``; a fatal error moves to FATAL_ERROR; the answer otherwise."""
         deadline = time.monotonic() + self.max_block_ms / 1000
-        backoff = min(self.retry_backoff, 0.02)
         while True:
             answer = await self.link.call(path, body, deadline=deadline)
             error = error_of(answer)
             if isinstance(error, ConcurrentTransactionsError) and time.monotonic() < deadline:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.retry_backoff)
+                # the previous transaction's markers are being written: that takes a few
+                # milliseconds, so ask again soon (a backoff would cost every short transaction)
+                await asyncio.sleep(CONCURRENT_TRANSACTIONS_BACKOFF)
                 continue
             if error is not None:
                 if isinstance(error, FATAL_ERRORS):
@@ -193,12 +196,21 @@ class TransactionManager:
         body = {**self._producer_fields(),
                 "topics": [{"name": name, "partitions": numbers} for name, numbers in topics.items()]}
         problems: list[KafkaliteError]
-        try:
-            answer = await self._call(protocol.ADD_PARTITIONS_TO_TXN, body, "AddPartitionsToTxn")
-            problems = [error for topic in answer.get("topics", []) for entry in topic.get("partitions", [])
-                        if (error := error_of(entry)) is not None]
-        except KafkaliteError as exc:
-            problems = [exc]
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        while True:
+            try:
+                answer = await self._call(protocol.ADD_PARTITIONS_TO_TXN, body, "AddPartitionsToTxn")
+                problems = [error for topic in answer.get("topics", []) for entry in topic.get("partitions", [])
+                            if (error := error_of(entry)) is not None]
+            except KafkaliteError as exc:
+                problems = [exc]
+            # AddPartitionsToTxn answers CONCURRENT_TRANSACTIONS per partition while the previous
+            # transaction's markers are written: ask again soon, as for the other requests
+            if problems and time.monotonic() < deadline and \
+                    all(isinstance(problem, ConcurrentTransactionsError) for problem in problems):
+                await asyncio.sleep(CONCURRENT_TRANSACTIONS_BACKOFF)
+                continue
+            break
         retriable = [problem for problem in problems if problem.retriable]
         if problems and len(retriable) == len(problems):
             return False

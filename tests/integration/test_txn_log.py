@@ -213,6 +213,9 @@ def test_aborted_records_are_invisible_to_read_committed_and_visible_to_read_unc
     assert confluent_values(cluster, topic, "read_committed", len(visible)) == visible
     assert confluent_values(cluster, topic, "read_uncommitted", len(everything)) == everything
     assert latest_offset(cluster, topic, READ_COMMITTED) == latest_offset(cluster, topic, READ_UNCOMMITTED) == 9
+    # The JSON records route shows no control record either, and reads past the markers.
+    shown = cluster.call("GET", f"/v1/topics/{topic}/partitions/0/records?offset=5")
+    assert [record["offset"] for record in shown["records"]] == [5, 8] and shown["next_offset"] == 9
     # Every replica wrote the same aborted-transaction entry from the replicated marker.
     for broker_id in cluster.brokers:
         cluster.wait_for(lambda broker_id=broker_id: txn_index_entries(cluster, broker_id, topic)

@@ -152,7 +152,6 @@ def test_compaction_removes_aborted_data_then_the_marker_after_delete_retention(
     for index in range(6):  # later segments (the active one is never cleaned)
         append(partition, build_batch([b"filler-%d" % index], keys=[b"f%d" % index], timestamps=clock.now))
     partition_log.update_high_watermark(partition_log.log_end_offset)
-    partition._publish_unstable()
     assert partition_log.first_unstable_offset == 5
 
     result = cleaner.clean(partition_log, checkpoint=0, force=True)

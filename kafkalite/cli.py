@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "configs": "kafkalite.tools.configs",
     "leader-election": "kafkalite.tools.leader_election",
     "delete-records": "kafkalite.tools.delete_records",
+    "transactions": "kafkalite.tools.transactions",
     "reassign-partitions": "kafkalite.tools.reassign_partitions",
     "broker-api-versions": "kafkalite.tools.broker_api_versions",
     "zookeeper-shell": "kafkalite.tools.zookeeper_shell",

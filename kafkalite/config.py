@@ -289,6 +289,16 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     "group.max.size": _Setting("group_max_size", parse_int, 1),
     "socket.request.max.bytes": _Setting("socket_request_max_bytes", parse_int, 1024),
     "request.timeout.ms": _Setting("request_timeout_ms", parse_int, 1),
+    "transaction.state.log.num.partitions": _Setting("transaction_state_log_num_partitions", parse_int, 1),
+    "transaction.state.log.replication.factor": _Setting("transaction_state_log_replication_factor", parse_int, 1),
+    "transaction.state.log.min.isr": _Setting("transaction_state_log_min_isr", parse_int, 1),
+    "transaction.state.log.segment.bytes": _Setting("transaction_state_log_segment_bytes", parse_int, 14),
+    "transaction.max.timeout.ms": _Setting("transaction_max_timeout_ms", parse_int, 1),
+    "transactional.id.expiration.ms": _Setting("transactional_id_expiration_ms", parse_int, 1),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _Setting(
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", parse_int, 1),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": _Setting(
+        "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -371,6 +381,14 @@ class BrokerConfig:
     group_max_size: int = 2_147_483_647
     socket_request_max_bytes: int = 100 * 1024 * 1024
     request_timeout_ms: int = 30_000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
 

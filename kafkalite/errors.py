@@ -383,6 +383,53 @@ class InvalidProducerEpochError(BrokerResponseError):
     http_status = 409
 
 
+class InvalidProducerIdMappingError(BrokerResponseError):
+    errno = 49
+    message = "INVALID_PRODUCER_ID_MAPPING"
+    description = ("The producer attempted to use a producer id which is not currently assigned to its "
+                   "transactional id.")
+    http_status = 409
+
+
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    errno = 50
+    message = "INVALID_TRANSACTION_TIMEOUT"
+    description = ("The transaction timeout is larger than the maximum value allowed by the broker (as "
+                   "configured by transaction.max.timeout.ms).")
+    http_status = 400
+
+
+class ConcurrentTransactionsError(BrokerResponseError):
+    errno = 51
+    message = "CONCURRENT_TRANSACTIONS"
+    description = ("The producer attempted to update a transaction while another concurrent operation on the "
+                   "same transaction was ongoing.")
+    http_status = 409
+    retriable = True
+
+
+class OperationNotAttemptedError(BrokerResponseError):
+    errno = 55
+    message = "OPERATION_NOT_ATTEMPTED"
+    description = "The broker did not attempt to execute this operation."
+    http_status = 409
+
+
+class UnstableOffsetCommitError(BrokerResponseError):
+    errno = 88
+    message = "UNSTABLE_OFFSET_COMMIT"
+    description = "There are unstable offsets that need to be cleared."
+    http_status = 409
+    retriable = True
+
+
+class TransactionalIdNotFoundError(BrokerResponseError):
+    errno = 105
+    message = "TRANSACTIONAL_ID_NOT_FOUND"
+    description = "The transactionalId could not be found."
+    http_status = 404
+
+
 class KafkaStorageError(BrokerResponseError):
     errno = 56
     message = "KAFKA_STORAGE_ERROR"
@@ -507,6 +554,28 @@ class InvalidRecordError(BrokerResponseError):
     message = "INVALID_RECORD"
     description = "This record has failed the validation on broker and hence will be rejected."
     http_status = 400
+
+
+class InvalidTxnStateError(BrokerResponseError):
+    errno = 48
+    message = "INVALID_TXN_STATE"
+    description = "The producer attempted a transactional operation in an invalid state."
+    http_status = 409
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    errno = 52
+    message = "TRANSACTION_COORDINATOR_FENCED"
+    description = ("Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the "
+                   "current coordinator for a given producer.")
+    http_status = 409
+
+
+class ProducerFencedError(BrokerResponseError):
+    errno = 90
+    message = "PRODUCER_FENCED"
+    description = ("There is a newer producer with the same transactionalId which fences the current one.")
+    http_status = 409
 
 
 # --- errors without a wire code ---------------------------------------------------------------

@@ -30,6 +30,12 @@ Fetch response::
                     int64 last_stable_offset | int64 log_start_offset | int32 diverging_epoch |
                     int64 diverging_end_offset | int32 leader_id | int32 leader_epoch |
                     string error_message | int32 size | size bytes of record batches )*
+    [ int32 count | ( int32 result index | int32 aborted count |
+                      ( int64 producer_id | int64 first_offset )* )* ]
+
+The trailing aborted-transactions section is present only when some result carries
+``aborted_transactions`` (read_committed fetches): older readers never receive it unless they ask
+for read_committed.
 
 Errors of a whole request come back as JSON ``{"error_code", "error", "message"}`` with the HTTP
 status of the error class; per-partition errors ride inside a 200 response, as in Kafka.
@@ -65,6 +71,7 @@ FETCH = PREFIX + "/fetch"
 LIST_OFFSETS = PREFIX + "/list_offsets"
 OFFSETS_FOR_LEADER_EPOCH = PREFIX + "/offsets_for_leader_epoch"
 DELETE_RECORDS = PREFIX + "/delete_records"
+WRITE_TXN_MARKERS = PREFIX + "/write_txn_markers"
 INIT_PRODUCER_ID = PREFIX + "/init_producer_id"
 API_VERSIONS = PREFIX + "/api_versions"
 CREATE_TOPICS = PREFIX + "/admin/create_topics"
@@ -89,6 +96,13 @@ OFFSET_FETCH = PREFIX + "/groups/offset_fetch"
 LIST_GROUPS = PREFIX + "/groups/list"
 DESCRIBE_GROUPS = PREFIX + "/groups/describe"
 DELETE_GROUPS = PREFIX + "/groups/delete"
+ADD_PARTITIONS_TO_TXN = PREFIX + "/txn/add_partitions"
+ADD_OFFSETS_TO_TXN = PREFIX + "/txn/add_offsets"
+END_TXN = PREFIX + "/txn/end"
+TXN_OFFSET_COMMIT = PREFIX + "/txn/offset_commit"
+DESCRIBE_TRANSACTIONS = PREFIX + "/txn/describe"
+LIST_TRANSACTIONS = PREFIX + "/txn/list"
+DESCRIBE_PRODUCERS = PREFIX + "/txn/describe_producers"
 HEALTH = "/health"
 OPENAPI = PREFIX + "/openapi.json"  # the OpenAPI description of these routes (docs/openapi.yaml)
 # The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see
@@ -120,6 +134,8 @@ _PRODUCE_RESULT = struct.Struct(">ihqqq")
 _FETCH_HEAD = struct.Struct(">iqiiib")
 _FETCH_PARTITION = struct.Struct(">iqiiqi")
 _FETCH_RESULT = struct.Struct(">ihqqqiqii")
+_INDEX_AND_COUNT = struct.Struct(">ii")
+_ABORTED_TXN = struct.Struct(">qq")
 
 
 # --- frame primitives ---------------------------------------------------------------------------
@@ -302,6 +318,9 @@ class FetchResult:
     diverging_end_offset: int = -1
     leader_id: int = -1
     leader_epoch: int = NO_EPOCH
+    #: read_committed only: (producer id, first offset) of each aborted transaction that
+    #: overlaps the records (None for read_uncommitted and followers).
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 def encode_fetch_request(request: FetchRequest) -> bytes:
@@ -342,6 +361,14 @@ def encode_fetch_response(results: Iterable[FetchResult]) -> list[bytes | bytear
             + _string(item.error_message) + _INT32.pack(len(item.records)))
         if item.records:
             pieces.append(item.records)
+    aborted = [(index, item.aborted_transactions) for index, item in enumerate(items)
+               if item.aborted_transactions is not None]
+    if aborted:
+        trailer = [_INT32.pack(len(aborted))]
+        for index, transactions in aborted:
+            trailer.append(_INT32.pack(index) + _INT32.pack(len(transactions)))
+            trailer.extend(_ABORTED_TXN.pack(producer_id, first_offset) for producer_id, first_offset in transactions)
+        pieces.append(b"".join(trailer))
     return pieces
 
 
@@ -356,6 +383,13 @@ def decode_fetch_response(data: bytes | bytearray | memoryview) -> list[FetchRes
         records = reader.blob()
         results.append(FetchResult(topic, partition, error_code, high_watermark, last_stable, start_offset,
                                    records, message, diverging_epoch, diverging_end, leader_id, leader_epoch))
+    if reader.position < len(reader.data):  # the aborted transactions of a read_committed fetch
+        for _ in range(reader.count(8)):
+            index, number = reader.unpack(_INDEX_AND_COUNT)
+            if not 0 <= index < len(results) or number < 0 \
+                    or number * _ABORTED_TXN.size > len(reader.data) - reader.position:
+                raise InvalidRequestError(f"aborted transactions of result {index} do not fit the frame")
+            results[index].aborted_transactions = [reader.unpack(_ABORTED_TXN) for _ in range(number)]
     reader.finish()
     return results
 

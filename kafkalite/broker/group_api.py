@@ -138,6 +138,21 @@ class OffsetCommitRequest:
 
 
 @dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside a transaction (TxnOffsetCommit): pending until the producer's
+    marker lands in the group's ``__consumer_offsets`` partition."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    partitions: list[CommitPartition]
+
+
+@dataclass(frozen=True)
 class PartitionOutcome:
     topic: str
     partition: int
@@ -161,6 +176,8 @@ class OffsetFetchRequest:
     group_id: str
     #: Topics and their partitions (None: every committed partition of the topic); None: all.
     topics: list[tuple[str, list[int] | None]] | None = None
+    #: Answer UNSTABLE_OFFSET_COMMIT for partitions with a transactional commit still pending.
+    require_stable: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,6 +187,7 @@ class CommittedOffset:
     offset: int
     leader_epoch: int
     metadata: str
+    error: BrokerResponseError | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ ownership, and hands membership to the state machine
 (:class:`~kafkalite.broker.group_membership.GroupMembership`) and storage to the
 :class:`~kafkalite.broker.group_offsets.OffsetStore`: FindCoordinator (creates the offsets topic
 on first use), JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit / OffsetFetch,
-ListGroups, DescribeGroups, DeleteGroups. Offsets of groups that stay empty longer than
+ListGroups, DescribeGroups, DeleteGroups, and TxnOffsetCommit (offsets pending until the
+producer's transaction marker, :meth:`GroupCoordinator.on_marker`). Offsets of groups that stay empty longer than
 ``offsets.retention.minutes`` are expired with tombstones. It has no routes: front ends call it.
 
 Concurrency: event-loop only; JoinGroup and SyncGroup wait for their rebalance step.
@@ -48,6 +49,7 @@ from kafkalite.broker.group_api import (
     PartitionOutcome,
     SyncGroupAnswer,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from kafkalite.broker.group_membership import GroupClock, GroupMembership, LoopClock
 from kafkalite.broker.group_offsets import OFFSETS_TOPIC, OffsetLog, OffsetStore, replay
@@ -60,6 +62,7 @@ from kafkalite.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
+    IllegalGenerationError,
     InvalidGroupIdError,
     InvalidRequestError,
     NonEmptyGroupError,
@@ -67,6 +70,7 @@ from kafkalite.errors import (
     RebalanceInProgressError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
+    UnknownMemberIdError,
 )
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
@@ -176,7 +180,11 @@ class GroupCoordinator:
             if not partition.is_leader:
                 return
             groups = replay(records, number, self.wall_ms(), self.clock.monotonic())
+            open_transactions = await self.store.log.read_open_transactions(number)
+            if not partition.is_leader:
+                return
             self.groups.update(groups)
+            self.store.load_pending(number, open_transactions)
             self.owned.add(number)
             log.info("loaded %s-%d: %d groups in %.0f ms", OFFSETS_TOPIC, number, len(groups),
                      (asyncio.get_running_loop().time() - started) * 1000)
@@ -191,6 +199,19 @@ class GroupCoordinator:
     def _unload(self, number: int) -> None:
         self.owned.discard(number)
         self.membership.unload(number)
+        self.store.unload_pending(number)
+
+    def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """Replica-manager marker listener: a transaction marker landed in a partition; in an
+        offsets partition this broker coordinates, the producer's pending commits take effect
+        (commit) or are dropped (abort)."""
+        if topic != OFFSETS_TOPIC or partition not in self.owned:
+            return
+        self.store.complete_transaction(partition, producer_id, committed, self._group_for)
+
+    def _group_for(self, group_id: str, number: int) -> Group:
+        group = self.groups.get(group_id)
+        return group if group is not None else self.membership.new_group(group_id, number)
 
     async def _write_group(self, group: Group) -> BrokerResponseError | None:
         return await self.store.write_group(group, self.owned)
@@ -275,7 +296,31 @@ class GroupCoordinator:
 
     async def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchAnswer:
         self._check_owner(request.group_id)
-        return OffsetFetchAnswer(self.store.committed(self.groups.get(request.group_id), request.topics))
+        group = self.groups.get(request.group_id)
+        if request.require_stable:
+            return OffsetFetchAnswer(self.store.committed_stable(request.group_id, group, request.topics))
+        return OffsetFetchAnswer(self.store.committed(group, request.topics))
+
+    async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> OffsetCommitAnswer:
+        """Offsets committed in a transaction: written as the producer's transactional batch and
+        pending until its marker (Kafka's rules: an unknown member id is refused, a generation
+        given must be the group's)."""
+        try:
+            number = self._check_owner(request.group_id)
+            group = self.groups.get(request.group_id)
+            if group is None:
+                group = self.membership.new_group(request.group_id, number)
+            if group.state is GroupState.DEAD:
+                raise CoordinatorNotAvailableError(f"group {request.group_id} is being removed")
+            if request.member_id and request.member_id not in group.members:
+                raise UnknownMemberIdError(f"group {request.group_id} has no member {request.member_id}")
+            if request.generation_id >= 0 and request.generation_id != group.generation:
+                raise IllegalGenerationError(f"generation {request.generation_id} is not {group.generation}")
+        except BrokerResponseError as exc:
+            return OffsetCommitAnswer([PartitionOutcome(item.topic, item.partition, exc)
+                                       for item in request.partitions])
+        return OffsetCommitAnswer(await self.store.commit_transactional(
+            group, request.partitions, request.producer_id, request.producer_epoch, self.wall_ms()))
 
     async def offset_delete(self, request: OffsetDeleteRequest) -> list[PartitionOutcome]:
         """Delete committed offsets of a group (Kafka's OffsetDelete): GROUP_ID_NOT_FOUND for no

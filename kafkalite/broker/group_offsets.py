@@ -7,6 +7,12 @@ the groups of one partition from its records (latest value per key; tombstones r
 :class:`OffsetStore` writes commits, group records and tombstones, mapping the log's errors to the
 names a group client expects.
 
+Transactional offset commits (TxnOffsetCommit) are written as a transactional batch of the
+producer's id and epoch; they stay *pending* in :attr:`OffsetStore.pending` until the producer's
+marker lands in the partition: a commit marker materialises them into the group's offsets, an
+abort marker drops them. Reading a partition back applies the same rule with the markers found
+in the log (:func:`resolve_transactions`); transactions still open at the end are pending again.
+
 Concurrency: event-loop only; :class:`ReplicaOffsetLog` reads a partition's files on a worker
 thread.
 """
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkalite import protocol
@@ -39,8 +47,9 @@ from kafkalite.errors import (
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
     RequestTimedOutError,
+    UnstableOffsetCommitError,
 )
-from kafkalite.record.batch import build_batch
+from kafkalite.record.batch import RecordBatch, build_batch
 from kafkalite.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -66,7 +75,17 @@ class OffsetLog(Protocol):
         ...
 
     async def read(self, partition: int) -> list[KeyedRecord]:
-        """Every keyed record of the partition, oldest first."""
+        """Every keyed record of the partition, oldest first (committed transactions at their
+        marker, aborted and open ones left out)."""
+        ...
+
+    async def append_transactional(self, partition: int, records: list[KeyedRecord], producer_id: int,
+                                   producer_epoch: int) -> BrokerResponseError | None:
+        """Append keyed records as a transactional batch of the producer (TxnOffsetCommit)."""
+        ...
+
+    async def read_open_transactions(self, partition: int) -> dict[int, list[KeyedRecord]]:
+        """The keyed records of the transactions still open in the partition, by producer id."""
         ...
 
 
@@ -78,7 +97,24 @@ class ReplicaOffsetLog:
         self.replica_manager = replica_manager
 
     async def append(self, partition: int, records: list[KeyedRecord]) -> BrokerResponseError | None:
-        batch = build_batch([value for _, value in records], keys=[key for key, _ in records])
+        return await self._produce(partition, build_batch([value for _, value in records],
+                                                          keys=[key for key, _ in records]))
+
+    async def append_transactional(self, partition: int, records: list[KeyedRecord], producer_id: int,
+                                   producer_epoch: int) -> BrokerResponseError | None:
+        """The batch continues the producer's sequence in this partition (0 at a new epoch), as
+        the partition's producer state checks it."""
+        try:
+            entry = self.replica_manager.producers(OFFSETS_TOPIC, partition).get(producer_id)
+        except BrokerResponseError:
+            return NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not led here")
+        sequence = entry.last_sequence + 1 if entry is not None and entry.epoch == producer_epoch else 0
+        batch = build_batch([value for _, value in records], keys=[key for key, _ in records],
+                            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence,
+                            transactional=True)
+        return await self._produce(partition, batch)
+
+    async def _produce(self, partition: int, batch: bytes) -> BrokerResponseError | None:
         request = protocol.ProduceRequest(-1, self.config.offsets_commit_timeout_ms,
                                           [protocol.ProducePartition(OFFSETS_TOPIC, partition, batch)])
         results = await self.replica_manager.produce(request, allow_internal=True)
@@ -91,19 +127,58 @@ class ReplicaOffsetLog:
 
     async def read(self, partition: int) -> list[KeyedRecord]:
         """The partition is looked up on the event loop; its files are read on a worker thread."""
+        return (await self._read_resolved(partition))[0]
+
+    async def read_open_transactions(self, partition: int) -> dict[int, list[KeyedRecord]]:
+        return (await self._read_resolved(partition))[1]
+
+    async def _read_resolved(self, partition: int) -> tuple[list[KeyedRecord], dict[int, list[KeyedRecord]]]:
         hosted = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
         if hosted is None:
             raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
-        return await asyncio.to_thread(self._read_log, hosted.log)
+        return await asyncio.to_thread(self._read_partition, hosted.log)
+
+    @staticmethod
+    def _read_partition(log: PartitionLog) -> tuple[list[KeyedRecord], dict[int, list[KeyedRecord]]]:
+        return resolve_transactions(log.batches(log.log_start_offset))
 
     @staticmethod
     def _read_log(log: PartitionLog) -> list[KeyedRecord]:
-        records: list[KeyedRecord] = []
-        for batch in log.batches(log.log_start_offset):
-            for record in batch.records():
-                if record.key is not None:
-                    records.append((record.key, record.value))
-        return records
+        """Every keyed record of a log with its transactions resolved."""
+        return resolve_transactions(log.batches(log.log_start_offset))[0]
+
+
+def _is_commit_marker(batch: RecordBatch) -> bool | None:
+    """True / False for a commit / abort marker batch; None when its record is not a marker."""
+    for record in batch.records():
+        key = record.key
+        if key is not None and len(key) >= 4:
+            kind = int.from_bytes(key[2:4], "big", signed=True)
+            if kind in (0, 1):
+                return kind == 1
+        return None
+    return None
+
+
+def resolve_transactions(batches: Iterable[RecordBatch]) -> tuple[list[KeyedRecord], dict[int, list[KeyedRecord]]]:
+    """Keyed records of ``batches`` with transactions applied: a transactional batch's records
+    wait for their producer's marker (commit: they take effect at the marker; abort: dropped);
+    returns the records in effect and, by producer id, those of transactions still open."""
+    records: list[KeyedRecord] = []
+    open_transactions: dict[int, list[KeyedRecord]] = {}
+    for batch in batches:
+        if batch.is_control:
+            committed = _is_commit_marker(batch)
+            pending = open_transactions.pop(batch.producer_id, [])
+            if committed:
+                records.extend(pending)
+            continue
+        keyed = [(record.key, record.value) for record in batch.records() if record.key is not None]
+        if batch.is_transactional:
+            open_transactions.setdefault(batch.producer_id, []).extend(keyed)
+        else:
+            records.extend(keyed)
+    return records, open_transactions
 
 
 def replay(records: list[KeyedRecord], partition: int, now_ms: int, monotonic_now: float) -> dict[str, Group]:
@@ -149,15 +224,25 @@ def replay(records: list[KeyedRecord], partition: int, now_ms: int, monotonic_no
     return groups
 
 
+@dataclass
+class PendingTxnOffsets:
+    """One producer's transactional commits to one group, waiting for the producer's marker."""
+
+    partition: int
+    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+
+
 class OffsetStore:
     """Commits, group records and tombstones of the groups, written through an :class:`OffsetLog`."""
 
     def __init__(self, config: BrokerConfig, offset_log: OffsetLog) -> None:
         self.config = config
         self.log = offset_log
+        #: Producer id → group id → its pending transactional commits.
+        self.pending: dict[int, dict[str, PendingTxnOffsets]] = {}
 
-    async def commit(self, group: Group, partitions: list[CommitPartition], now_ms: int) -> list[PartitionOutcome]:
-        """Store the offsets (one append); each partition's outcome in request order."""
+    def _commit_writes(self, group: Group, partitions: list[CommitPartition], now_ms: int
+                       ) -> tuple[dict[tuple[str, int], BrokerResponseError], list[tuple[OffsetKey, OffsetValue]]]:
         problems: dict[tuple[str, int], BrokerResponseError] = {}
         writes: list[tuple[OffsetKey, OffsetValue]] = []
         limit = self.config.offset_metadata_max_bytes
@@ -168,6 +253,71 @@ class OffsetStore:
                 continue
             writes.append((OffsetKey(group.group_id, item.topic, item.partition),
                            OffsetValue(item.offset, item.leader_epoch, item.metadata, now_ms)))
+        return problems, writes
+
+    async def commit_transactional(self, group: Group, partitions: list[CommitPartition], producer_id: int,
+                                   producer_epoch: int, now_ms: int) -> list[PartitionOutcome]:
+        """Write the offsets as the producer's transactional batch (one append) and hold them
+        pending until its marker; each partition's outcome in request order."""
+        problems, writes = self._commit_writes(group, partitions, now_ms)
+        error = None
+        if writes:
+            error = await self.log.append_transactional(
+                group.partition, [(key.encode(), value.encode()) for key, value in writes], producer_id,
+                producer_epoch)
+            if error is None:
+                pending = self.pending.setdefault(producer_id, {}).setdefault(
+                    group.group_id, PendingTxnOffsets(group.partition))
+                for key, value in writes:
+                    pending.offsets[(key.topic, key.partition)] = value
+        return [PartitionOutcome(item.topic, item.partition, problems.get((item.topic, item.partition)) or error)
+                for item in partitions]
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool,
+                             group_for: Callable[[str, int], Group]) -> None:
+        """The producer's marker landed in offsets partition ``partition``: materialise (commit,
+        into the group ``group_for`` returns, created if need be) or drop (abort) its pending
+        commits to the groups of that partition."""
+        by_group = self.pending.get(producer_id)
+        if not by_group:
+            return
+        for group_id in [group_id for group_id, item in by_group.items() if item.partition == partition]:
+            item = by_group.pop(group_id)
+            if committed:
+                group_for(group_id, partition).offsets.update(item.offsets)
+        if not by_group:
+            del self.pending[producer_id]
+
+    def load_pending(self, partition: int, open_transactions: dict[int, list[KeyedRecord]]) -> None:
+        """Hold the commits of transactions found open when loading ``partition``."""
+        for producer_id, records in open_transactions.items():
+            for key_bytes, value_bytes in records:
+                try:
+                    key = decode_key(key_bytes)
+                    if not isinstance(key, OffsetKey) or value_bytes is None:
+                        continue
+                    value = decode_offset_value(value_bytes)
+                except KafkaliteError as exc:
+                    log.warning("%s-%d: skipping unreadable transactional record: %s", OFFSETS_TOPIC, partition, exc)
+                    continue
+                pending = self.pending.setdefault(producer_id, {}).setdefault(key.group, PendingTxnOffsets(partition))
+                pending.offsets[(key.topic, key.partition)] = value
+
+    def unload_pending(self, partition: int) -> None:
+        for producer_id in list(self.pending):
+            by_group = self.pending[producer_id]
+            for group_id in [group_id for group_id, item in by_group.items() if item.partition == partition]:
+                del by_group[group_id]
+            if not by_group:
+                del self.pending[producer_id]
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        return any((topic, partition) in by_group[group_id].offsets
+                   for by_group in self.pending.values() if group_id in by_group)
+
+    async def commit(self, group: Group, partitions: list[CommitPartition], now_ms: int) -> list[PartitionOutcome]:
+        """Store the offsets (one append); each partition's outcome in request order."""
+        problems, writes = self._commit_writes(group, partitions, now_ms)
         error = None
         if writes:
             error = await self.log.append(group.partition, [(key.encode(), value.encode()) for key, value in writes])
@@ -196,6 +346,18 @@ class OffsetStore:
             value = offsets.get((name, number))
             answers.append(CommittedOffset(name, number, value.offset if value else -1,
                                            value.leader_epoch if value else -1, value.metadata if value else ""))
+        return answers
+
+    def committed_stable(self, group_id: str, group: Group | None,
+                         topics: list[tuple[str, list[int] | None]] | None) -> list[CommittedOffset]:
+        """Like :meth:`committed`, but a partition with a transactional commit still pending
+        answers UNSTABLE_OFFSET_COMMIT (OffsetFetch with ``require_stable``)."""
+        answers = []
+        for item in self.committed(group, topics):
+            if self.has_pending(group_id, item.topic, item.partition):
+                item = CommittedOffset(item.topic, item.partition, -1, -1, "", UnstableOffsetCommitError(
+                    f"a transactional commit of {item.topic}-{item.partition} is pending"))
+            answers.append(item)
         return answers
 
     async def write_group(self, group: Group, owned: set[int]) -> BrokerResponseError | None:

@@ -38,7 +38,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from kafkalite import protocol
-from kafkalite.broker import http_codec as codec
+from kafkalite.broker import http_codec as codec, txn_http
 from kafkalite.broker.services import BrokerServices
 from kafkalite.errors import (
     BrokerResponseError,
@@ -251,7 +251,8 @@ def build_app(services: BrokerServices) -> web.Application:
         web.post(protocol.LIST_OFFSETS, api.list_offsets),
         web.post(protocol.OFFSETS_FOR_LEADER_EPOCH, api.offsets_for_leader_epoch),
         web.post(protocol.DELETE_RECORDS, api.delete_records),
-        web.post(protocol.INIT_PRODUCER_ID, api.init_producer_id),
+        web.post(protocol.INIT_PRODUCER_ID, txn_http.init_producer_id_route(services)),
+        web.post(protocol.WRITE_TXN_MARKERS, api.write_txn_markers),
         web.post(protocol.CREATE_TOPICS, api.create_topics),
         web.post(protocol.DELETE_TOPICS, api.delete_topics),
         web.post(protocol.CREATE_PARTITIONS, api.create_partitions),
@@ -266,8 +267,8 @@ def build_app(services: BrokerServices) -> web.Application:
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
         web.get(protocol.OPENAPI, api.openapi),
         # The group protocol: a named error other than INVALID_REQUEST is a 200 answer carrying it.
-        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: groups.find_coordinator(
-            codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
+        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: txn_http.find_coordinator(
+            services, codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
         web.post(protocol.JOIN_GROUP, _group_call(lambda body, request: groups.join_group(
             codec.decode_join_group(body, request.remote or "")), codec.encode_join_group)),
         web.post(protocol.SYNC_GROUP, _group_call(lambda body, request: groups.sync_group(
@@ -287,6 +288,7 @@ def build_app(services: BrokerServices) -> web.Application:
         web.post(protocol.DELETE_GROUPS, _group_call(lambda body, request: groups.delete_groups(
             codec.decode_group_ids(body)), codec.encode_delete_groups)),
     ]
+    routes += txn_http.routes(services)
     app.add_routes(routes)
     app.on_shutdown.append(api.close_channels)
     return app
@@ -433,10 +435,10 @@ class BrokerApi:
         answers = await self.services.replicas.delete_records(queries, timeout_ms)
         return _json_response(codec.encode_delete_records(answers))
 
-    async def init_producer_id(self, request: web.Request) -> web.Response:
-        await _json_body(request)
-        answer = await self.services.producer_ids.init_producer_id()
-        return _json_response({"producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch})
+    async def write_txn_markers(self, request: web.Request) -> web.Response:
+        markers, timeout_ms = codec.decode_txn_markers(await _json_body(request), self.config.request_timeout_ms)
+        results = await self.services.replicas.write_txn_markers(markers, timeout_ms)
+        return _json_response(codec.encode_txn_markers(markers, results))
 
     async def create_topics(self, request: web.Request) -> web.Response:
         body = await _json_body(request)

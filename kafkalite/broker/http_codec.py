@@ -55,6 +55,8 @@ from kafkalite.broker.services import (
     ProducedRecord,
     RecordToProduce,
     Rejected,
+    TxnMarkerRequest,
+    TxnMarkerResult,
     as_response_error,
 )
 from kafkalite.errors import BrokerResponseError, InvalidReplicaAssignmentError, InvalidRequestError, KafkaliteError
@@ -132,6 +134,36 @@ def decode_delete_records(body: Json, default_timeout_ms: int) -> tuple[list[Del
 def encode_delete_records(answers: list[DeleteRecordsAnswer]) -> Json:
     return {"partitions": [{"topic": item.topic, "partition": item.partition, "low_watermark": item.low_watermark,
                             **outcome(item.error)} for item in answers]}
+
+
+def decode_txn_markers(body: Json, default_timeout_ms: int) -> tuple[list[TxnMarkerRequest], int]:
+    """The markers of a WriteTxnMarkers and its timeout."""
+    timeout_ms = protocol.require(body, "timeout_ms", int, default_timeout_ms, minimum=0, maximum=protocol.INT32_MAX)
+    markers = []
+    for item in protocol.require_objects(body, "markers"):
+        partitions = [(protocol.require(entry, "topic", str),
+                       protocol.require(entry, "partition", int, minimum=0, maximum=protocol.INT32_MAX))
+                      for entry in protocol.require_objects(item, "partitions")]
+        markers.append(TxnMarkerRequest(
+            protocol.require(item, "producer_id", int, minimum=0),
+            protocol.require(item, "producer_epoch", int, minimum=0, maximum=32767),
+            protocol.require(item, "committed", bool),
+            protocol.require(item, "coordinator_epoch", int, minimum=0, maximum=protocol.INT32_MAX),
+            partitions))
+    return markers, timeout_ms
+
+
+def encode_txn_markers(markers: list[TxnMarkerRequest], results: list[TxnMarkerResult]) -> Json:
+    """Per marker, per partition in the order asked: ``error_code`` (0: written and replicated)."""
+    answers = []
+    for marker, result in zip(markers, results):
+        partitions = []
+        for topic, number in marker.partitions:
+            code = result.errors.get((topic, number), 0)
+            partitions.append({"topic": topic, "partition": number,
+                               **outcome(protocol.error_for(code) if code else None)})
+        answers.append({"producer_id": result.producer_id, "partitions": partitions})
+    return {"markers": answers}
 
 
 # -- admin --------------------------------------------------------------------------------------
@@ -474,15 +506,15 @@ def decode_offset_fetch(body: Json) -> OffsetFetchRequest:
     topics = protocol.require_objects(body, "topics", None)
     return OffsetFetchRequest(group_id, None if topics is None else [
         (protocol.require(topic, "name", str), protocol.require_list_of(topic, "partitions", int, None))
-        for topic in topics])
+        for topic in topics], protocol.require(body, "require_stable", bool, False))
 
 
 def encode_offset_fetch(answer: OffsetFetchAnswer) -> Json:
     by_topic: dict[str, list[Json]] = {}
     for item in answer.partitions:
         by_topic.setdefault(item.topic, []).append({
-            "partition": item.partition, "error_code": 0, "offset": item.offset, "leader_epoch": item.leader_epoch,
-            "metadata": item.metadata})
+            "partition": item.partition, **outcome(item.error), "offset": item.offset,
+            "leader_epoch": item.leader_epoch, "metadata": item.metadata})
     return ok(topics=[{"name": name, "partitions": entries} for name, entries in by_topic.items()])
 
 

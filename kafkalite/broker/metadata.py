@@ -41,7 +41,7 @@ from kafkalite.protocol import BrokerEndpoint, ClusterMetadata, PartitionMetadat
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass

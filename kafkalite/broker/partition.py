@@ -9,6 +9,11 @@ waits and long-poll fetch waits when the log or the high watermark moves. It als
 follower's log start offset (reported in its fetches), so a DeleteRecords can wait until the
 low watermark — the smallest log start offset over the ISR — reaches its offset.
 
+Transactions: its producer state tracks open transactions; :attr:`Partition.last_stable_offset`
+is the LSO read_committed consumers read below; :meth:`Partition.append_marker` appends a
+coordinator's commit/abort marker as the leader, and :meth:`Partition.record_replicated` keeps a
+follower's state (and ``.txnindex``) current from replicated markers.
+
 Concurrency: event-loop only: its state, the producer state and its waiters are read and
 written on the loop thread that created it (:meth:`Partition.check_loop_thread` raises
 elsewhere). The log calls it makes on the loop are short page-cache operations; the blocking
@@ -39,7 +44,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kafkalite.broker.producer_state import ProducerStateManager
+from kafkalite.broker.producer_state import CompletedTxn, ProducerStateManager
 from kafkalite.errors import (
     BrokerResponseError,
     FencedLeaderEpochError,
@@ -48,12 +53,16 @@ from kafkalite.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
 )
 from kafkalite.record.batch import RecordBatch, iter_batches
 from kafkalite.record.codec import Compression
+from kafkalite.record.control import ControlMarker, batch_marker, build_marker_batch
 from kafkalite.storage.log import AppendInfo, PartitionLog
+from kafkalite.storage.segment import BatchHeader
+from kafkalite.storage.txnindex import AbortedTxn
 from kafkalite.storage.validation import CheckedBatches, check_batches
 
 log = logging.getLogger(__name__)
@@ -108,6 +117,9 @@ class Partition:
         self.pending_isr: list[int] | None = None
         self.removing: set[int] = set()
         self.producer_state = ProducerStateManager()
+        #: Set when a truncation cut into transactions: the producer state must be replayed
+        #: from the log (the replica manager does it on a worker before the next append).
+        self.producer_state_stale = False
         self._data_waiters: list[asyncio.Future[None]] = []
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
         # DeleteRecords waits: (log start offset the ISR must reach, future).
@@ -136,6 +148,21 @@ class Partition:
         return self.log.log_end_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the high watermark, capped by the first offset of the earliest undecided
+        transaction (read_committed consumers read below it)."""
+        return self.producer_state.last_stable_offset(self.log.high_watermark, self.log.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [``fetch_offset``, ``upper_bound``) (a
+        read_committed fetch's ``aborted_transactions``)."""
+        return self.log.collect_aborted_txns(fetch_offset, upper_bound)
+
+    def _publish_unstable(self) -> None:
+        """Tell the log (its cleaner) where undecided transactions start."""
+        self.log.first_unstable_offset = self.producer_state.first_unstable_offset(self.log.high_watermark)
+
+    @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
@@ -153,6 +180,10 @@ class Partition:
         self.replicas = list(replicas)
         self.state_version = state_version
         self.pending_isr = None
+        if self.producer_state_stale:
+            # Rare: a follower truncated into transactions and is elected before its state was
+            # replayed; the leader must not check producers against stale state.
+            self.install_producer_state(build_producer_state(self.log))
         if new_term:
             self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
             self.followers = {replica: FollowerState(last_caught_up_ms=now if replica in isr else 0)
@@ -311,9 +342,13 @@ class Partition:
             duplicate = self.producer_state.check(idempotent)
             if duplicate is not None:
                 return AppendInfo(duplicate.first_offset, duplicate.last_offset, 0, 0, duplicate.timestamp, -1, 0)
+        elif any(batch.is_transactional for batch in checked.batches):
+            raise InvalidRecordError("a transactional batch needs a producer id and a sequence")
         info = self.log.append_checked_as_leader(checked, self.leader_epoch)
         if idempotent is not None:
             self.producer_state.update(idempotent, info.first_offset, info.last_offset)
+            if idempotent.is_transactional:
+                self._publish_unstable()
         self.maybe_advance_high_watermark()
         self._wake_data_waiters()
         return info
@@ -351,18 +386,75 @@ class Partition:
             raise InvalidRecordError("an idempotent producer sends exactly one batch per partition per request")
         return first
 
-    def record_replicated(self, records: bytes | bytearray | memoryview) -> None:
-        """Keep producer state current on a follower from the batches it just appended."""
+    def record_replicated(self, records: bytes | bytearray | memoryview) -> list[CompletedTxn]:
+        """Keep producer state current on a follower from the batches it just appended: data
+        batches as on the leader, transaction markers closing their transactions (an abort
+        adds its ``.txnindex`` entry). Returns the transactions the markers completed."""
         self.check_loop_thread()
+        completed: list[CompletedTxn] = []
         for batch in iter_batches(records):
-            if batch.producer_id >= 0:
+            if batch.producer_id < 0:
+                continue
+            if batch.is_control:
+                marker = batch_marker(batch)
+                if marker is not None:
+                    completed.append(self._complete_txn(batch.producer_id, batch.producer_epoch, marker,
+                                                        batch.base_offset, batch.max_timestamp))
+            else:
                 self.producer_state.update(batch, batch.base_offset, batch.last_offset)
+        if self.producer_state.has_transactions:
+            self._publish_unstable()
+        return completed
+
+    def _complete_txn(self, producer_id: int, producer_epoch: int, marker: ControlMarker, offset: int,
+                      timestamp: int) -> CompletedTxn:
+        completed = self.producer_state.complete(producer_id, producer_epoch, marker, offset, timestamp)
+        if completed.aborted:
+            self.log.append_aborted_txn(self.producer_state.aborted_entry(completed))
+        return completed
+
+    # -- leader: transaction markers ------------------------------------------------------------
+    def append_marker(self, producer_id: int, producer_epoch: int, marker: ControlMarker) -> AppendInfo:
+        """Append a commit or abort marker of ``producer_id`` as the leader (WriteTxnMarkers),
+        closing its transaction here. Refused off the leader (NOT_LEADER_OR_FOLLOWER), with
+        fewer in-sync replicas than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, as an
+        acks=all append), for an older producer epoch (INVALID_PRODUCER_EPOCH) or an older
+        coordinator epoch (TRANSACTION_COORDINATOR_FENCED). The caller waits for the high
+        watermark to pass it (:meth:`wait_for_replication`)."""
+        self.check_loop_thread()
+        self.check_leader()
+        min_isr = self.log.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.name}: in-sync replicas {self.isr} are fewer than min.insync.replicas={min_isr}")
+        self.producer_state.check_marker(producer_id, producer_epoch, marker.coordinator_epoch)
+        now = self.clock()
+        batch = build_marker_batch(producer_id, producer_epoch, marker, now, self.leader_epoch)
+        info = self.log.append_checked_as_leader(check_batches(batch, self.log.config, from_client=False),
+                                                 self.leader_epoch)
+        self._complete_txn(producer_id, producer_epoch, marker, info.first_offset, now)
+        self._publish_unstable()
+        self.maybe_advance_high_watermark()
+        self._wake_data_waiters()
+        return info
+
+    def install_producer_state(self, state: ProducerStateManager) -> None:
+        """Swap in a replayed producer state (see :func:`build_producer_state`)."""
+        self.check_loop_thread()
+        self.producer_state = state
+        self.producer_state_stale = False
+        self._publish_unstable()
 
     def rebuild_producer_state(self) -> None:
-        """Blocking: rebuild idempotence state from the log's batch headers. The replica
-        manager runs it on a worker thread before the partition is published (no other
-        reference to it exists yet), the one exception to the event-loop-only rule."""
-        self.producer_state.rebuild(self.log.batch_headers())
+        """Blocking: rebuild idempotence and transaction state from the log's batch headers
+        (reading the one record of each control batch), and write the aborted transactions
+        into the ``.txnindex`` files recovery emptied. The replica manager runs it on a worker
+        thread before the partition is published (no other reference to it exists yet), the
+        one exception to the event-loop-only rule; after a truncation it builds a fresh state
+        on a worker (:func:`build_producer_state`) and swaps it in on the loop."""
+        self.producer_state = build_producer_state(self.log)
+        self._publish_unstable()
+
 
     async def wait_for_replication(self, required_offset: int, timeout: float) -> None:
         """Wait until the high watermark reaches ``required_offset`` (acks=all)."""
@@ -445,6 +537,8 @@ class Partition:
                 candidate = min(candidate, state.log_end_offset)
         if candidate > self.high_watermark:
             self.log.update_high_watermark(candidate)
+            if self.producer_state.has_transactions:
+                self._publish_unstable()
             # Consumers' long polls first: their answers carry the records end to end, the
             # producers' acknowledgements follow in the same loop pass.
             self._wake_data_waiters()
@@ -553,3 +647,25 @@ def _settle(waiters: _Waiters, reached: int) -> _Waiters:
         else:
             remaining.append((required, future))
     return remaining
+
+
+def build_producer_state(partition_log: PartitionLog) -> ProducerStateManager:
+    """Blocking: a producer state replayed from ``partition_log``'s batch headers; rewrites
+    the ``.txnindex`` files that recovery emptied."""
+    state = ProducerStateManager()
+    aborted: list[AbortedTxn] = []
+
+    def read_marker(header: object) -> ControlMarker | None:
+        assert isinstance(header, BatchHeader)
+        try:
+            data = partition_log.read(header.base_offset, 1, max_offset=header.last_offset + 1).records
+        except OffsetOutOfRangeError:
+            return None  # below the log start offset: its transaction is gone from the log
+        for batch in iter_batches(data):
+            if batch.base_offset == header.base_offset and batch.is_control:
+                return batch_marker(batch)
+        return None
+
+    state.rebuild(partition_log.batch_headers(), read_marker, aborted.append)
+    partition_log.rewrite_stale_txn_indexes(aborted)
+    return state

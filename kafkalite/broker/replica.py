@@ -11,7 +11,16 @@ followers adopt from the ``log_start_offset`` of their fetch answers), and it ke
 ZooKeeper current:
 shrinking followers that lag more than ``replica.lag.time.max.ms`` and expanding those that
 caught up, with a conditional write on the state znode's version so concurrent updates never
-overwrite each other. While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
+overwrite each other.
+
+Transactions (KIP-98): as leader it appends the commit/abort markers a transaction coordinator
+sends (:meth:`ReplicaManager.append_txn_marker`; the replica service waits for them as
+acks=all), serves read_committed fetches below the last stable offset with the aborted
+transactions among the records (from the ``.txnindex`` files), and answers ListOffsets latest
+with the LSO under read_committed; as follower it replicates markers like any batch. Marker
+listeners (:meth:`ReplicaManager.add_marker_listener`) hear of every marker appended here.
+
+While fenced (:meth:`ReplicaManager.fence`: its ZooKeeper session is
 suspended or lost, or the process stalled) it serves no partition, and whatever was parked
 (acks=all waits, long-poll fetches) is answered NOT_LEADER_OR_FOLLOWER at once.
 
@@ -29,6 +38,8 @@ the producer-state rebuild of a partition not yet published, and on the request 
   and the fsync; the write, truncation and producer-state update run on the loop. A chunk
   whose partition moved (role, leader, epoch or log end) while it was checked is dropped and
   fetched again;
+* follower truncation into transactions: the producer state is replayed from the log on a
+  worker and swapped in on the loop before the next replicated chunk is appended;
 * delete records: the log start offset moves on the loop; deleting the segments below it
   and writing the log-start-offset-checkpoint run on a worker (on the leader and on each
   follower that adopts the move).
@@ -43,7 +54,7 @@ from collections.abc import Callable
 from kafkalite import protocol
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
-from kafkalite.broker.partition import Partition, Role
+from kafkalite.broker.partition import Partition, Role, build_producer_state
 from kafkalite.broker.producer_state import ProducerEntry
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
@@ -64,6 +75,8 @@ from kafkalite.errors import (
     ZNodeVersionConflictError,
 )
 from kafkalite.protocol import FetchRequest, FetchResult, ProduceRequest, ProduceResult
+from kafkalite.record.batch import iter_batches
+from kafkalite.record.control import ControlMarker
 from kafkalite.storage.log import AppendInfo, PartitionLog
 from kafkalite.storage.manager import LogManager
 from kafkalite.storage.validation import check_batches
@@ -82,6 +95,14 @@ def _release(waiter: asyncio.Future[None]) -> None:
     """A long poll's deadline: let the fetch answer with what it has."""
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _next_offset_after(records: bytes | bytearray | memoryview) -> int:
+    """The offset after the last whole batch of ``records`` (headers only)."""
+    next_offset = -1
+    for batch in iter_batches(records):
+        next_offset = batch.next_offset
+    return next_offset
 
 
 def _error_code(exc: BaseException) -> tuple[int, str]:
@@ -112,7 +133,26 @@ class ReplicaManager:
         # session is suspended or lost, or the process was stalled): it then serves no partition.
         self.fenced_reason: str | None = None
         self.leadership_listeners: list[Callable[[Partition], None]] = []
+        #: Called as (topic, partition, producer id, committed) for every transaction marker
+        #: appended here, as leader or follower (see :meth:`add_marker_listener`).
+        self.marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         metadata.add_listener(self)
+
+    def add_marker_listener(self, callback: Callable[[str, int, int, bool], None]) -> None:
+        """Call ``callback(topic, partition, producer_id, committed)`` on the event loop after
+        each transaction marker is appended to a partition hosted here, as its leader (right
+        after the append, before the ISR has it) or as a follower (after the replicated chunk
+        holding it is written). The group coordinator completes transactional offset commits
+        of ``__consumer_offsets`` partitions with it. A raising callback is logged, not fatal."""
+        self.marker_listeners.append(callback)
+
+    def _notify_marker(self, topic: str, number: int, producer_id: int, committed: bool) -> None:
+        for callback in list(self.marker_listeners):
+            try:
+                callback(topic, number, producer_id, committed)
+            except Exception:  # a listener's bug must not fail the marker append
+                log.exception("transaction marker listener failed for %s-%d producer %d", topic, number,
+                              producer_id)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -380,6 +420,22 @@ class ReplicaManager:
                                                    previous.log_append_time, previous.log_start_offset, message)
         return results
 
+    # -- transaction markers --------------------------------------------------------------------
+    def append_txn_marker(self, topic: str, number: int, producer_id: int, producer_epoch: int, committed: bool,
+                          coordinator_epoch: int) -> tuple[Partition, int]:
+        """Append one commit/abort marker as the leader of ``topic-number`` (see
+        :meth:`Partition.append_marker` for its refusals); returns the partition and the
+        offset its high watermark must reach for the marker to be replicated."""
+        partition = self._partition_for(topic, number)
+        info = partition.append_marker(producer_id, producer_epoch, ControlMarker(committed, coordinator_epoch))
+        self._notify_marker(topic, number, producer_id, committed)
+        return partition, info.last_offset + 1
+
+    @staticmethod
+    def error_code_of(exc: BaseException) -> tuple[int, str]:
+        """The Kafka error code and message an exception answers with."""
+        return _error_code(exc)
+
     # -- fetch --------------------------------------------------------------------------------
     async def fetch(self, request: FetchRequest) -> list[FetchResult]:
         """Serve a consumer or follower fetch, long-polling up to ``max_wait_ms``."""
@@ -469,17 +525,29 @@ class ReplicaManager:
             if request.replica_id not in partition.isr:  # only a follower outside the ISR can join it
                 self._maybe_expand_isr(partition)
             max_offset = None
-        else:  # a consumer reads below the high watermark; Kafka's debugging consumer to the log end
-            max_offset = None if request.replica_id == protocol.DEBUGGING_REPLICA_ID else partition.high_watermark
+        elif request.replica_id == protocol.DEBUGGING_REPLICA_ID:  # Kafka's debugging consumer: to the log end
+            max_offset = None
+        elif request.isolation_level == protocol.READ_COMMITTED:  # below the last stable offset
+            max_offset = partition.last_stable_offset
+        else:  # a consumer reads below the high watermark
+            max_offset = partition.high_watermark
+        last_stable = partition.last_stable_offset
         limit = min(item.partition_max_bytes, budget) if not first else item.partition_max_bytes
         if min(limit, partition_log.bytes_after(item.fetch_offset)) > READ_INLINE_BYTES:
             data = await asyncio.to_thread(partition_log.read, item.fetch_offset, limit, max_offset=max_offset,
                                            min_one_batch=first)
         else:
             data = partition_log.read(item.fetch_offset, limit, max_offset=max_offset, min_one_batch=first)
-        return FetchResult(item.topic, item.partition, 0, data.high_watermark, data.high_watermark,
+        aborted: list[tuple[int, int]] | None = None
+        if request.isolation_level == protocol.READ_COMMITTED and not is_follower:
+            aborted = []
+            if data.records:
+                upper = _next_offset_after(data.records)
+                aborted = [(entry.producer_id, entry.first_offset)
+                           for entry in partition.aborted_transactions(item.fetch_offset, upper)]
+        return FetchResult(item.topic, item.partition, 0, data.high_watermark, last_stable,
                            data.log_start_offset, data.records, leader_id=partition.leader_id,
-                           leader_epoch=partition.leader_epoch)
+                           leader_epoch=partition.leader_epoch, aborted_transactions=aborted)
 
     # -- offsets ------------------------------------------------------------------------------
     def list_offset(self, topic: str, number: int, timestamp: int, isolation_level: int = 0,
@@ -490,18 +558,21 @@ class ReplicaManager:
         partition_log = partition.log
         if timestamp == protocol.EARLIEST_TIMESTAMP:
             return partition_log.log_start_offset, -1, partition.leader_epoch
+        # read_committed sees up to the last stable offset, read_uncommitted up to the high watermark
+        fetchable = partition.last_stable_offset if isolation_level == protocol.READ_COMMITTED \
+            else partition.high_watermark
         if timestamp == protocol.LATEST_TIMESTAMP:
-            return partition.high_watermark, -1, partition.leader_epoch
+            return fetchable, -1, partition.leader_epoch
         if timestamp == protocol.MAX_TIMESTAMP:
             best = (-1, -1)
             for segment in partition_log.segments:
-                if segment.max_timestamp > best[1] and segment.offset_of_max_timestamp < partition.high_watermark:
+                if segment.max_timestamp > best[1] and segment.offset_of_max_timestamp < fetchable:
                     best = (segment.offset_of_max_timestamp, segment.max_timestamp)
             return best[0], best[1], partition.leader_epoch
         if timestamp < 0:
             raise OffsetOutOfRangeError(f"unsupported timestamp {timestamp}")
         found = partition_log.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= partition.high_watermark:
+        if found is None or found[0] >= fetchable:
             return -1, -1, partition.leader_epoch
         return found[0], found[1], partition.leader_epoch
 
@@ -641,7 +712,11 @@ class ReplicaManager:
                      partition.leader_id, result.diverging_epoch, partition_log.log_end_offset, target)
             partition_log.truncate_to(max(target, partition_log.log_start_offset))
             partition.producer_state.truncate_to(partition_log.log_end_offset)
+            if partition.producer_state.has_transactions:
+                partition.producer_state_stale = True
+            await self._rebuild_if_stale(partition)
             return 0
+        await self._rebuild_if_stale(partition)
         size = len(result.records)
         if size:
             try:
@@ -655,7 +730,9 @@ class ReplicaManager:
                 else:
                     checked = check_batches(result.records, partition_log.config, from_client=False)
                 partition_log.append_checked_as_follower(checked)
-                partition.record_replicated(result.records)
+                completed = partition.record_replicated(result.records)
+                for txn in completed:
+                    self._notify_marker(partition.topic, partition.partition, txn.producer_id, not txn.aborted)
             except CorruptRecordError as exc:
                 log.warning("%s: rejected replicated data: %s", partition.name, exc)
                 return 0
@@ -674,7 +751,18 @@ class ReplicaManager:
         partition.notify_data()
         return size
 
+    async def _rebuild_if_stale(self, partition: Partition) -> None:
+        """After a truncation cut into transactions: replay the producer state from the log on
+        a worker thread and swap it in on the loop (again if the log moved meanwhile)."""
+        while partition.producer_state_stale:
+            end = partition.log.log_end_offset
+            state = await asyncio.to_thread(build_producer_state, partition.log)
+            if partition.log.log_end_offset == end and partition.producer_state_stale:
+                partition.install_producer_state(state)
+
     def handle_out_of_range(self, partition: Partition, leader_start: int, leader_end: int) -> None:
+        if partition.producer_state.has_transactions:
+            partition.producer_state_stale = True  # the next apply_fetched rebuilds it
         partition_log = partition.log
         if partition_log.log_end_offset > leader_end >= 0:
             log.warning("%s: ahead of leader (%d > %d); truncating", partition.name, partition_log.log_end_offset,

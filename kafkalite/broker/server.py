@@ -43,6 +43,8 @@ from kafkalite.broker.services import (
     RecordsService,
     ReplicaService,
 )
+from kafkalite.broker.txn_coordinator import TransactionCoordinator
+from kafkalite.broker.txn_markers import BrokerMarkerChannel, BrokerTxnTopology, ReplicaTxnStateLog
 from kafkalite.config import BrokerConfig, load_properties
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator, SessionState
@@ -96,11 +98,20 @@ class Broker:
         controller_service = ControllerService(config, self.zookeeper, self.metadata, self.controller, self.transport)
         metadata_service = MetadataService(config, self.metadata, self.admin, self.controller, self.log_manager)
         replicas = ReplicaService(self.replica_manager, controller_service)
+        self.txn_coordinator = TransactionCoordinator(
+            config, BrokerTxnTopology(config, self.metadata, self.admin),
+            ReplicaTxnStateLog(config, self.replica_manager),
+            BrokerMarkerChannel(config, self.metadata, replicas.write_txn_markers, self.transport),
+            self.admin.next_producer_id, clock)
+        self.replica_manager.leadership_listeners.append(
+            lambda partition: self.txn_coordinator.on_leadership(partition.topic, partition.partition,
+                                                                 partition.is_leader, partition.leader_epoch))
+        self.replica_manager.add_marker_listener(self.group_coordinator.on_marker)
         self.services = BrokerServices(
             config=config, metadata=metadata_service, replicas=replicas,
             records=RecordsService(config, metadata_service, replicas, self.transport, clock),
             controller=controller_service, admin=AdminRequests(config, self.admin), groups=self.group_coordinator,
-            producer_ids=ProducerIdService(self.admin))
+            producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -118,6 +129,7 @@ class Broker:
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
         self.group_coordinator.start()
+        self.txn_coordinator.start()
         host, port = config.listener_address()
         self._listener = await BrokerListener.start(self.services, host, port, config.listener_list())
         await self._register()
@@ -146,6 +158,7 @@ class Broker:
             job.cancel()
         await asyncio.gather(*self._jobs, *([self._verifier] if self._verifier else []), return_exceptions=True)
         await self.controller.stop()
+        await self.txn_coordinator.stop()
         await self.group_coordinator.stop()
         await self.replica_manager.stop()
         if self._listener is not None:

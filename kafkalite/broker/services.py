@@ -17,6 +17,7 @@ The services:
 - :class:`AdminRequests` — topics, partitions, configs and reassignments, item by item.
 - :class:`~kafkalite.broker.group_coordinator.GroupCoordinator` — groups and committed offsets.
 - :class:`ProducerIdService` — producer ids for idempotent producers.
+- :class:`~kafkalite.broker.txn_coordinator.TransactionCoordinator` — transactions.
 
 An item of a batch request (a topic to create, a config resource) that a front end could not
 decode is passed on as :class:`Rejected`, and answered with its error in its place.
@@ -37,7 +38,9 @@ from kafkalite.broker.admin import AdminService, NewTopic, validate_topic_name
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
+from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica import ReplicaManager
+from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator
@@ -53,7 +56,7 @@ from kafkalite.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from kafkalite.record.batch import build_batch, decode_all
+from kafkalite.record.batch import build_batch, iter_batches
 from kafkalite.storage.manager import LogManager
 from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
@@ -127,6 +130,10 @@ class ActiveProducer:
     producer_epoch: int
     last_sequence: int
     last_timestamp: int
+    #: The epoch of the transaction coordinator that wrote the producer's last marker (-1: none).
+    coordinator_epoch: int = -1
+    #: First offset of the producer's open transaction (-1: none open).
+    current_txn_start_offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,26 @@ class DeleteRecordsAnswer:
     error: BrokerResponseError | None
     #: The partition's new low watermark (smallest log start offset over the ISR); -1 on error.
     low_watermark: int = -1
+
+
+@dataclass(frozen=True)
+class TxnMarkerRequest:
+    """One transaction's end to write, by the transaction coordinator, into ``partitions``
+    (WriteTxnMarkers): a commit or abort marker of ``producer_id`` at ``producer_epoch``."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class TxnMarkerResult:
+    """Per partition Kafka error code of one marker request (0: written and replicated)."""
+
+    producer_id: int
+    errors: dict[tuple[str, int], int]
 
 
 @dataclass(frozen=True)
@@ -385,11 +412,13 @@ class ReplicaService:
         return answers
 
     def describe_producers(self, partitions: list[tuple[str, int]]) -> list[ProducersAnswer]:
-        """The producer state of partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere)."""
+        """The producer state of partitions this broker leads (NOT_LEADER_OR_FOLLOWER elsewhere),
+        with each producer's open transaction (DescribeProducers, the transactions tool)."""
         answers = []
         for topic, number in partitions:
             try:
-                producers = [ActiveProducer(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp)
+                producers = [ActiveProducer(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp,
+                                            entry.coordinator_epoch, entry.current_txn_first_offset)
                              for producer_id, entry in sorted(self.replica_manager.producers(topic, number).items())]
                 answers.append(ProducersAnswer(topic, number, None, producers))
             except BrokerResponseError as exc:
@@ -420,6 +449,40 @@ class ReplicaService:
                 return DeleteRecordsAnswer(query.topic, query.partition, as_response_error(exc))
 
         return list(await asyncio.gather(*(delete(query) for query in queries)))
+
+
+    async def write_txn_markers(self, markers: list[TxnMarkerRequest], timeout_ms: int) -> list[TxnMarkerResult]:
+        """WriteTxnMarkers on the partitions this broker leads, answered in the order asked:
+        each marker is appended by the partition's leader and waited for as acks=all (until it
+        is below the high watermark, at most ``timeout_ms`` for the whole request). Per
+        partition errors: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PRODUCER_EPOCH (the producer's epoch moved past the marker's),
+        TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), NOT_ENOUGH_REPLICAS,
+        REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR."""
+        replica_manager = self.replica_manager
+        errors: list[dict[tuple[str, int], int]] = [{} for _ in markers]
+        waits: list[tuple[int, tuple[str, int], Partition, int]] = []  # (marker index, partition, Partition, offset)
+        for index, marker in enumerate(markers):
+            for topic, number in marker.partitions:
+                try:
+                    partition, required = replica_manager.append_txn_marker(
+                        topic, number, marker.producer_id, marker.producer_epoch, marker.committed,
+                        marker.coordinator_epoch)
+                    waits.append((index, (topic, number), partition, required))
+                    errors[index][(topic, number)] = 0
+                except Exception as exc:  # every failure becomes a per-partition error code
+                    code = replica_manager.error_code_of(exc)[0]
+                    if code == UnknownServerError.errno:
+                        log.exception("transaction marker for %s-%d failed", topic, number)
+                    errors[index][(topic, number)] = code
+        if waits:
+            timeout = max(0, timeout_ms) / 1000
+            outcomes = await asyncio.gather(*(partition.wait_for_replication(required, timeout)
+                                              for _, _, partition, required in waits), return_exceptions=True)
+            for (index, key, _partition, _required), outcome in zip(waits, outcomes):
+                if isinstance(outcome, BaseException):
+                    errors[index][key] = replica_manager.error_code_of(outcome)[0]
+        return [TxnMarkerResult(marker.producer_id, errors[index]) for index, marker in enumerate(markers)]
 
 
 class RecordsService:
@@ -507,12 +570,16 @@ class RecordsService:
             raise protocol.error_for(result.error_code, result.error_message)
         records = []
         next_offset = offset
-        for record in decode_all(bytes(result.records)):
-            if record.offset < offset:
+        for batch in iter_batches(bytes(result.records), validate=True):
+            if batch.is_control:  # a transaction marker: never shown, but read past
+                next_offset = max(next_offset, batch.next_offset)
                 continue
-            records.append(FetchedRecord(record.offset, record.timestamp, record.key, record.value,
-                                         list(record.headers)))
-            next_offset = record.offset + 1
+            for record in batch.records():
+                if record.offset < offset:
+                    continue
+                records.append(FetchedRecord(record.offset, record.timestamp, record.key, record.value,
+                                             list(record.headers)))
+                next_offset = record.offset + 1
         return FetchedRecords(topic, partition, records, next_offset, result.high_watermark, result.log_start_offset)
 
 
@@ -644,3 +711,4 @@ class BrokerServices:
     admin: AdminRequests
     groups: GroupCoordinator
     producer_ids: ProducerIdService
+    transactions: TransactionCoordinator

@@ -44,6 +44,7 @@ from kafkalite.client.types import (
     BatchMetadata,
     ConfigResource,
     ConfigResourceType,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     NewPartitions,
     NewTopic,
@@ -56,7 +57,8 @@ from kafkalite.client.types import (
 
 __all__ = [
     "AIOKafkaAdminClient", "AIOKafkaConsumer", "AIOKafkaProducer", "BatchMetadata", "BulkFuture", "ConfigResource",
-    "ConfigResourceType", "ConsumerRebalanceListener", "ConsumerRecord", "CooperativeStickyAssignor",
+    "ConfigResourceType", "ConsumerGroupMetadata", "ConsumerRebalanceListener", "ConsumerRecord",
+    "CooperativeStickyAssignor",
     "DefaultPartitioner", "FetchedBatch", "GroupInformation", "KafkaAdminClient", "KafkaConsumer", "KafkaProducer",
     "MemberInformation", "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionLag",
     "RangeAssignor", "RecordFuture", "RecordMetadata", "RecordsToDelete", "RoundRobinAssignor", "RoundRobinPartitioner",

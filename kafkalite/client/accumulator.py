@@ -62,7 +62,8 @@ class ProducerBatch:
 
     __slots__ = ("tp", "values", "keys", "timestamps", "headers", "size", "created", "result", "attempts",
                  "producer_id", "producer_epoch", "base_sequence", "encoded", "order", "closed", "retry_at",
-                 "deadline", "sealed", "min_timestamp", "max_timestamp", "record_count", "memory", "last_error")
+                 "deadline", "sealed", "min_timestamp", "max_timestamp", "record_count", "memory", "last_error",
+                 "transactional")
 
     def __init__(self, tp: TopicPartition, order: int, created: float, deadline: float) -> None:
         self.tp = tp
@@ -88,6 +89,7 @@ class ProducerBatch:
         self.max_timestamp = 0
         self.record_count = 0
         self.last_error = ""
+        self.transactional = False
 
     def encode(self, compression: int) -> bytes:
         """The batch's bytes, built once (a retry resends exactly these bytes)."""
@@ -96,7 +98,8 @@ class ProducerBatch:
             timestamps: int | list[int] = self.min_timestamp if single else self.timestamps
             self.encoded = build_batch(self.values, keys=self.keys, timestamps=timestamps, headers=self.headers,
                                        compression=compression, producer_id=self.producer_id,
-                                       producer_epoch=self.producer_epoch, base_sequence=self.base_sequence)
+                                       producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+                                       transactional=self.transactional)
         return self.encoded
 
     def __repr__(self) -> str:
@@ -128,6 +131,12 @@ class RecordAccumulator:
         self.idempotent = idempotent
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
+        #: A transactional producer's: batches carry the transactional bit, and only partitions
+        #: ``sendable`` admits (added to the transaction) are drained; ``on_failure`` hears of
+        #: every batch that failed for good (the transaction must then abort).
+        self.transactional = False
+        self.sendable: Callable[[TopicPartition], bool] | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
         self._lock = threading.Lock()
         self._memory_free = threading.Condition(self._lock)
         self._async_memory_waiters: list[asyncio.Future[None]] = []
@@ -339,6 +348,8 @@ class RecordAccumulator:
                 leader = leaders.get(tp, -1)
                 if leader not in wanted or self._muted(state):
                     continue
+                if self.sendable is not None and not self.sendable(tp):
+                    continue
                 batch = batches[0]
                 if batch.attempts and batch.retry_at > now:
                     continue
@@ -353,6 +364,7 @@ class RecordAccumulator:
                     batch.producer_id = self.producer_id
                     batch.producer_epoch = self.producer_epoch
                     batch.base_sequence = state.next_sequence
+                    batch.transactional = self.transactional
                     state.next_sequence = (state.next_sequence + batch.record_count) % _SEQUENCE_LIMIT
                 state.sent.add(batch)
                 batch.attempts += 1
@@ -379,6 +391,8 @@ class RecordAccumulator:
                 state.retrying = False
         self._release(batch)
         batch.result.fail(error)
+        if self.on_failure is not None:
+            self.on_failure(error)
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
         """Put a batch that failed retriably back at its place (creation order) for a retry."""
@@ -471,6 +485,19 @@ class RecordAccumulator:
             queued = [batch for state in self._partitions.values() for batch in state.batches]
             for state in self._partitions.values():
                 state.batches = deque()
+        for batch in queued:
+            self.fail(batch, error, in_flight=False)
+
+    def fail_queued(self, partitions: set[TopicPartition], error: KafkaliteError) -> None:
+        """Fail the queued (not yet sent) batches of ``partitions`` (an aborted transaction's
+        records for partitions that never joined it)."""
+        with self._lock:
+            queued: list[ProducerBatch] = []
+            for tp in partitions:
+                state = self._partitions.get(tp)
+                if state is not None:
+                    queued.extend(state.batches)
+                    state.batches = deque()
         for batch in queued:
             self.fail(batch, error, in_flight=False)
 

@@ -187,10 +187,11 @@ class KafkaAdminClient:
                                ) -> list[tuple[str, BrokerResponseError | None]]:
         return self._loop.run(self._core.delete_consumer_groups(group_ids))
 
-    def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None
-                           ) -> dict[TopicPartition, PartitionLag]:
-        """High watermark − committed offset per partition (committed ones, plus ``partitions``)."""
-        return self._loop.run(self._core.consumer_group_lag(group_id, partitions))
+    def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None,
+                           isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, PartitionLag]:
+        """High watermark (read_committed: last stable offset) − committed offset per partition
+        (committed ones, plus ``partitions``)."""
+        return self._loop.run(self._core.consumer_group_lag(group_id, partitions, _ISOLATION[isolation_level]))
 
     def close(self) -> None:
         if self._closed:
@@ -297,9 +298,9 @@ class AIOKafkaAdminClient:
                                      ) -> list[tuple[str, BrokerResponseError | None]]:
         return await self._core.delete_consumer_groups(group_ids)
 
-    async def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None
-                                 ) -> dict[TopicPartition, PartitionLag]:
-        return await self._core.consumer_group_lag(group_id, partitions)
+    async def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None,
+                                 isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, PartitionLag]:
+        return await self._core.consumer_group_lag(group_id, partitions, _ISOLATION[isolation_level])
 
 
 __all__ = ["AIOKafkaAdminClient", "AdminCore", "GroupInformation", "KafkaAdminClient", "KafkaliteError",

@@ -579,14 +579,15 @@ class AdminCore:
 
         return list(await asyncio.gather(*(delete(group_id) for group_id in group_ids)))
 
-    async def consumer_group_lag(self, group_id: str,
-                                 partitions: Sequence[Any] | None) -> dict[TopicPartition, PartitionLag]:
+    async def consumer_group_lag(self, group_id: str, partitions: Sequence[Any] | None,
+                                 isolation_level: int = 0) -> dict[TopicPartition, PartitionLag]:
         committed = await self.list_consumer_group_offsets(group_id, None)
         wanted = sorted({*(tp for tp, value in committed.items() if value.offset >= 0),
                          *(TopicPartition(*tp) for tp in partitions or [])})
         if not wanted:
             return {}
-        ends = await self.list_offsets(dict.fromkeys(wanted, protocol.LATEST_TIMESTAMP), None, 0)
+        # read_committed: the lag up to the last stable offset (what such a consumer can read)
+        ends = await self.list_offsets(dict.fromkeys(wanted, protocol.LATEST_TIMESTAMP), None, isolation_level)
         result = {}
         for tp in wanted:
             end = ends[tp].offset

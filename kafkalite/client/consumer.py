@@ -68,7 +68,13 @@ from kafkalite.client.consumer_callbacks import CallbackRunner, CallerThreadCall
 from kafkalite.client.consumer_core import ConsumerCore
 from kafkalite.client.consumer_settings import ConsumerSettings
 from kafkalite.client.fetcher import FetchedBatch
-from kafkalite.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kafkalite.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 from kafkalite.errors import IllegalStateError
 
 # commit_async's callback: (the offsets, the error or None)
@@ -76,6 +82,13 @@ CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseExceptio
 
 
 # --- the blocking consumer ----------------------------------------------------------------------
+
+
+def group_metadata_of_core(core: ConsumerCore) -> ConsumerGroupMetadata:
+    group = core.group
+    if group is None:
+        raise IllegalStateError("the consumer has no group_id")
+    return ConsumerGroupMetadata(group.group_id, group.generation, group.member_id, group.group_instance_id)
 
 
 class KafkaConsumer:
@@ -255,6 +268,11 @@ class KafkaConsumer:
             self._closed = True
             self._finalizer()
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The consumer's group, generation and member id, for a transactional producer's
+        ``send_offsets_to_transaction`` (IllegalStateError without a ``group_id``)."""
+        return self._loop.call(group_metadata_of_core, self._core)
+
     def bootstrap_connected(self) -> bool:
         return bool(self._core.metadata.view.brokers)
 
@@ -301,6 +319,10 @@ class AIOKafkaConsumer:
         await self._core.close(autocommit)
 
     close = stop
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The consumer's group, generation and member id (see KafkaConsumer.group_metadata)."""
+        return group_metadata_of_core(self._core)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._core.assign(list(partitions))

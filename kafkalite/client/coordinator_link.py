@@ -29,6 +29,7 @@ from kafkalite.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NotCoordinatorError,
+    UnstableOffsetCommitError,
 )
 from kafkalite.transport import AsyncTransport
 
@@ -53,10 +54,14 @@ class CoordinatorLink:
     """
 
     def __init__(self, metadata: MetadataManager, transport: AsyncTransport, group_id: str, *,
-                 request_timeout_ms: int, retry_backoff_ms: int) -> None:
+                 request_timeout_ms: int, retry_backoff_ms: int, key_type: int = 0,
+                 key_field: str = "group_id") -> None:
+        """``key_type`` 1 with ``key_field`` "transactional_id" links to a transaction coordinator."""
         self.metadata = metadata
         self.transport = transport
         self.group_id = group_id
+        self.key_type = key_type
+        self.key_field = key_field
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff = retry_backoff_ms / 1000
         self.node_id = -1
@@ -75,7 +80,7 @@ class CoordinatorLink:
             for address in self.metadata._candidates():
                 try:
                     answer = await self.transport.request_json(
-                        address, "POST", protocol.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0},
+                        address, "POST", protocol.FIND_COORDINATOR, {"key": self.group_id, "key_type": self.key_type},
                         timeout_ms=self.request_timeout_ms)
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     last_error = exc
@@ -101,7 +106,7 @@ class CoordinatorLink:
         """Send ``body`` (plus the group id) to the coordinator; coordinator-level errors and
         broken connections are retried until ``deadline`` (None: forever) unless ``retry`` is
         False, when they are raised. Other errors come back in the answer."""
-        payload = {"group_id": self.group_id, **body}
+        payload = {self.key_field: self.group_id, **body}
         while True:
             address = await self.find(deadline)
             try:
@@ -133,9 +138,22 @@ def offsets_body(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[di
     return [{"name": topic, "partitions": entries} for topic, entries in by_topic.items()]
 
 
-async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None,
-                        deadline: float | None) -> dict[TopicPartition, OffsetAndMetadata]:
-    """OffsetFetch: the committed offsets (-1 where none) of ``partitions`` (None: every one stored)."""
+async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None, deadline: float | None,
+                        require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
+    """OffsetFetch: the committed offsets (-1 where none) of ``partitions`` (None: every one stored).
+    ``require_stable`` (a read_committed consumer's): while a transactional commit of a partition
+    is pending, ask again (UNSTABLE_OFFSET_COMMIT) until ``deadline``."""
+    while True:
+        try:
+            return await _fetch_offsets(link, partitions, deadline, require_stable)
+        except UnstableOffsetCommitError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(link.retry_backoff)
+
+
+async def _fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartition] | None,
+                         deadline: float | None, require_stable: bool) -> dict[TopicPartition, OffsetAndMetadata]:
     topics: list[dict[str, Any]] | None = None
     if partitions is not None:
         grouped: dict[str, list[int]] = {}
@@ -144,7 +162,10 @@ async def fetch_offsets(link: CoordinatorLink, partitions: Iterable[TopicPartiti
         topics = [{"name": topic, "partitions": sorted(numbers)} for topic, numbers in sorted(grouped.items())]
         if not topics:
             return {}
-    answer = await link.call(protocol.OFFSET_FETCH, {"topics": topics}, deadline=deadline)
+    body: dict[str, Any] = {"topics": topics}
+    if require_stable:
+        body["require_stable"] = True
+    answer = await link.call(protocol.OFFSET_FETCH, body, deadline=deadline)
     error = error_of(answer)
     if error is not None:
         raise error

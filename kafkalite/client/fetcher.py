@@ -11,7 +11,10 @@ leader (:mod:`kafkalite.transport`).
 
 Answers: whole v2 batches, possibly starting before the requested offset (records below it are
 skipped) and never past the high watermark (records at or above it are skipped too, should a
-broker send them). NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+broker send them). Control batches (transaction markers) are never handed out. With
+``isolation_level`` read_committed, the broker answers up to the last stable offset with the
+aborted transactions among the records, and the transactional batches of those are dropped.
+NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
 epoch errors and connection failures refresh metadata and retry after ``retry_backoff_ms``;
 OFFSET_OUT_OF_RANGE applies the reset policy (or is raised from the next poll with policy
 ``none``). A seek bumps the partition's generation, so answers to fetches sent before it are
@@ -58,11 +61,13 @@ from kafkalite.errors import (
 from kafkalite.record.batch import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
     HEADER_SIZE,
     RecordBatch,
     run_slices,
     run_timestamp_deltas,
 )
+from kafkalite.record.control import batch_marker
 from kafkalite.transport import AsyncTransport, check_answer
 
 log = logging.getLogger(__name__)
@@ -229,13 +234,17 @@ class CompletedFetch:
                  "decoded_index", "batch_index", "corrupt")
 
     def __init__(self, batches: list[RecordBatch], fetch_offset: int, high_watermark: int, generation: int,
-                 corrupt: CorruptRecordError | None = None) -> None:
+                 corrupt: CorruptRecordError | None = None, end_offset: int = -1) -> None:
         self.batches = batches
         self.fetch_offset = fetch_offset
         self.high_watermark = high_watermark
         self.generation = generation
         self.corrupt = corrupt
+        # The answer's end: past the batches handed out, and past control batches and aborted
+        # transactional batches that were skipped after them.
         last = batches[-1].next_offset if batches else fetch_offset
+        if corrupt is None:
+            last = max(last, end_offset)
         self.next_offset = max(fetch_offset, min(last, high_watermark) if high_watermark >= 0 else last)
         self.decoded: list[ConsumerRecord] | None = None
         self.decoded_index = 0
@@ -418,10 +427,15 @@ class Fetcher:
                 state.leader_epoch = result.leader_epoch
             if not result.records:
                 return False
-            batches, corrupt = self._batches(result.records, offset, result.high_watermark)
-            if not batches and corrupt is None:
+            # read_committed: records up to the last stable offset, minus aborted transactions
+            visible = result.high_watermark
+            if self.isolation_level == protocol.READ_COMMITTED and result.last_stable_offset >= 0:
+                visible = result.last_stable_offset
+            batches, corrupt, end_offset = self._batches(result.records, offset, visible,
+                                                         result.aborted_transactions)
+            if not batches and corrupt is None and end_offset <= offset:
                 return False
-            state.buffered.append(CompletedFetch(batches, offset, result.high_watermark, state.generation, corrupt))
+            state.buffered.append(CompletedFetch(batches, offset, visible, state.generation, corrupt, end_offset))
             return True
         error = protocol.error_for(code, result.error_message)
         if isinstance(error, OffsetOutOfRangeError):
@@ -447,15 +461,25 @@ class Fetcher:
         self.data_ready.set()
         return False
 
-    def _batches(self, records: Any, fetch_offset: int, high_watermark: int) -> tuple[list[RecordBatch],
-                                                                                     CorruptRecordError | None]:
-        """The whole batches of an answer from ``fetch_offset`` on, and the damage that ends
-        them early (a bad header or CRC), if any: the batches before it are still handed out."""
+    def _batches(self, records: Any, fetch_offset: int, high_watermark: int,
+                 aborted_transactions: list[tuple[int, int]] | None = None,
+                 ) -> tuple[list[RecordBatch], CorruptRecordError | None, int]:
+        """The whole batches of an answer from ``fetch_offset`` on, the damage that ends them
+        early (a bad header or CRC), if any — the batches before it are still handed out — and
+        the offset after the last batch read (handed out or skipped).
+
+        Control batches are never handed out. With ``aborted_transactions`` (read_committed),
+        the transactional batches of aborted transactions are skipped too, as Kafka's consumer
+        does: a producer's transaction starting at or before a batch is aborted until the
+        producer's abort marker."""
         buffer = records if isinstance(records, bytes) else bytes(records)
         batches: list[RecordBatch] = []
         position = 0
         limit = len(buffer)
         check = self.check_crcs
+        end_offset = -1
+        pending = sorted(aborted_transactions or (), key=lambda item: item[1])
+        aborting: set[int] = set()
         while position < limit:
             if limit - position < HEADER_SIZE:
                 break  # a partial batch at the end of a size-limited answer
@@ -464,7 +488,7 @@ class Fetcher:
             except TruncatedBatchError:
                 break
             except CorruptRecordError as exc:
-                return batches, exc
+                return batches, exc, end_offset
             position = batch.end_position
             if batch.next_offset <= fetch_offset:
                 continue
@@ -474,11 +498,23 @@ class Fetcher:
                 try:
                     batch.validate()
                 except CorruptRecordError as exc:
-                    return batches, exc
+                    return batches, exc, end_offset
+            end_offset = batch.next_offset
+            while pending and pending[0][1] <= batch.last_offset:
+                aborting.add(pending.pop(0)[0])
             if batch.attributes & ATTR_CONTROL:
+                if batch.producer_id in aborting:
+                    try:
+                        marker = batch_marker(batch)
+                    except CorruptRecordError as exc:
+                        return batches, exc, end_offset
+                    if marker is not None and not marker.committed:
+                        aborting.discard(batch.producer_id)
+                continue
+            if batch.attributes & ATTR_TRANSACTIONAL and batch.producer_id in aborting:
                 continue
             batches.append(batch)
-        return batches, None
+        return batches, None, end_offset
 
 
 def corrupt_at(tp: TopicPartition, offset: int, cause: CorruptRecordError) -> CorruptRecordError:

@@ -112,10 +112,13 @@ _LEAVE_TIMEOUT_MS = 5000
 
 
 class GroupConsumerSettings(Protocol):
-    """The one consumer option the membership reads itself."""
+    """The consumer options the membership reads itself."""
 
     @property
     def exclude_internal_topics(self) -> bool: ...
+
+    @property
+    def isolation_level(self) -> int: ...
 
 
 class GroupConsumer(Protocol):
@@ -669,7 +672,8 @@ class GroupMembership:
 
     async def committed(self, partitions: Iterable[TopicPartition],
                         timeout_ms: float) -> dict[TopicPartition, OffsetAndMetadata]:
-        return await fetch_offsets(self.link, list(partitions), time.monotonic() + timeout_ms / 1000)
+        return await fetch_offsets(self.link, list(partitions), time.monotonic() + timeout_ms / 1000,
+                                   require_stable=self.core.settings.isolation_level == protocol.READ_COMMITTED)
 
 
 # ConsumerRebalanceListener, resolve_assignors and the metadata codecs live in group_assignment; they

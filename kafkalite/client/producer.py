@@ -20,7 +20,14 @@ conflicting explicit ``enable_idempotence=True`` is a ConfigError. Without idemp
 retries, one batch per partition is in flight, so retries never reorder. Serializers are not
 called for ``None`` (a None value stays a tombstone). Options of kafka-python that concern its
 socket layer (``api_version``, ``socket_options``, ``reconnect_backoff_ms``, metrics...) are
-accepted and ignored; security options other than PLAINTEXT, and transactions, are refused.
+accepted and ignored; security options other than PLAINTEXT are refused.
+
+Transactions (KIP-98, :mod:`kafkalite.client.transactions`): with ``transactional_id`` (which
+implies idempotence and ``acks='all'``; ``transaction_timeout_ms``, default 60 s, at most the
+brokers' ``transaction.max.timeout.ms``) the producer sends only inside a transaction:
+``init_transactions()`` once, then ``begin_transaction()``, sends,
+``send_offsets_to_transaction(offsets, consumer.group_metadata())`` and
+``commit_transaction()`` or ``abort_transaction()``, kafka-python's names.
 
 Record path: ``send()`` serializes, looks the topic up in the metadata snapshot (waiting up to
 ``max_block_ms`` for an unknown topic), picks the partition (explicit, key → murmur2, keyless →
@@ -40,13 +47,15 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafkalite.client._loop import LoopThread
 from kafkalite.client.futures import BulkFuture, RecordFuture
 from kafkalite.client.producer_core import NEEDS_METADATA, ProducerCore
 from kafkalite.client.producer_settings import ProducerSettings
+from kafkalite.client.transactions import group_metadata_of
+from kafkalite.client.types import TopicPartition
 from kafkalite.errors import IllegalStateError, KafkaTimeoutError
 
 # --- the blocking producer ----------------------------------------------------------------------
@@ -150,6 +159,30 @@ class KafkaProducer:
             self._loop.run(self._core.close(timeout))
         finally:
             self._finalizer()
+
+    # -- transactions (kafka-python's names; a producer with ``transactional_id``) ---------------
+    def init_transactions(self) -> None:
+        """Register the transactional id (fencing older producers with the same id, and waiting
+        for their open transaction to be aborted); call once before the first transaction."""
+        self._loop.run(self._core.transactions().init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._core.transactions().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any], group_metadata: Any) -> None:
+        """Commit a consumer's offsets as part of the transaction (``group_metadata``: the
+        consumer's ``group_metadata()``, or a group id)."""
+        self._loop.run(self._core.transactions().send_offsets_to_transaction(offsets,
+                                                                             group_metadata_of(group_metadata)))
+
+    def commit_transaction(self) -> None:
+        """Flush, then commit: every record of the transaction becomes visible to read_committed
+        consumers at once. A record that failed makes this raise; then abort_transaction()."""
+        self._loop.run(self._core.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        """Abort: the transaction's records are never visible to read_committed consumers."""
+        self._loop.run(self._core.abort_transaction())
 
     def partitions_for(self, topic: str) -> set[int]:
         """The partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
@@ -265,6 +298,21 @@ class AIOKafkaProducer:
 
     async def partitions_for(self, topic: str) -> set[int]:
         return await self._core.partitions_for(topic, self._settings.max_block_ms)
+
+    async def init_transactions(self) -> None:
+        await self._core.transactions().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._core.transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any], group_metadata: Any) -> None:
+        await self._core.transactions().send_offsets_to_transaction(offsets, group_metadata_of(group_metadata))
+
+    async def commit_transaction(self) -> None:
+        await self._core.commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        await self._core.abort_transaction()
 
     async def __aenter__(self) -> AIOKafkaProducer:
         await self.start()

@@ -35,6 +35,7 @@ from kafkalite.client.metadata import MetadataManager
 from kafkalite.client.partitioner import DefaultPartitioner, murmur2, to_positive
 from kafkalite.client.producer_settings import ProducerSettings
 from kafkalite.client.sender import Sender
+from kafkalite.client.transactions import TransactionManager, TxnState
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import (
     ConfigError,
@@ -122,6 +123,12 @@ class ProducerCore:
             batch_size=settings.batch_size, buffer_memory=settings.buffer_memory, linger_ms=settings.linger_ms,
             max_request_size=settings.max_request_size, delivery_timeout_ms=settings.delivery_timeout_ms,
             max_in_flight_per_partition=settings.in_flight_per_partition, idempotent=settings.enable_idempotence)
+        self.transaction: TransactionManager | None = None
+        if settings.transactional_id is not None:
+            self.transaction = TransactionManager(
+                settings.transactional_id, settings.transaction_timeout_ms, self.accumulator, self.metadata,
+                self.transport, request_timeout_ms=settings.request_timeout_ms,
+                retry_backoff_ms=settings.retry_backoff_ms, max_block_ms=settings.max_block_ms)
         self.sender: Sender | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
@@ -131,7 +138,7 @@ class ProducerCore:
         """Start the metadata refresher and the sender on the running loop."""
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.current_thread()
-        self.sender = Sender(self.settings, self.accumulator, self.metadata, self.transport)
+        self.sender = Sender(self.settings, self.accumulator, self.metadata, self.transport, self.transaction)
         self.accumulator.wakeup = self._wake
         self.metadata.add_listener(lambda view: self._wake())
         self.metadata.start()
@@ -229,6 +236,8 @@ class ProducerCore:
         tp = self._topic_partitions.get((topic, number))
         if tp is None:
             tp = self._topic_partitions[(topic, number)] = TopicPartition(topic, number)
+        if self.transaction is not None:
+            self.transaction.before_append(tp)
         return self.accumulator.append(tp, timestamp, key, value, None, size)
 
     def place(self, record: _Prepared) -> Any:
@@ -243,8 +252,10 @@ class ProducerCore:
                 f"partition {record.partition} of topic {topic!r} is not in [0, {len(partitions)})")
         number = self.partitioner.partition(topic, record.key, partitions, view.available.get(topic, ()),
                                             record.size, explicit_partition=record.partition)
-        return self.accumulator.append(TopicPartition(topic, number), record.timestamp, record.key, record.value,
-                                       record.headers, record.size)
+        tp = TopicPartition(topic, number)
+        if self.transaction is not None:
+            self.transaction.before_append(tp)
+        return self.accumulator.append(tp, record.timestamp, record.key, record.value, record.headers, record.size)
 
     # -- bulk path ----------------------------------------------------------------------------
     def prepare_bulk(self, topic: str, values: Sequence[Any], keys: Sequence[Any] | None,
@@ -331,7 +342,10 @@ class ProducerCore:
     def place_chunk(self, topic: str, chunk: tuple[int, list[Any], list[Any] | None, list[Any] | None, int],
                     timestamp: int) -> BatchResult | None:
         number, values, keys, headers, size = chunk
-        return self.accumulator.append_bulk(TopicPartition(topic, number), values, keys, timestamp, headers, size)
+        tp = TopicPartition(topic, number)
+        if self.transaction is not None:
+            self.transaction.before_append(tp)
+        return self.accumulator.append_bulk(tp, values, keys, timestamp, headers, size)
 
     # -- loop side ----------------------------------------------------------------------------
     async def wait_for_topic(self, topic: str, timeout_ms: float) -> tuple[int, ...]:
@@ -351,6 +365,34 @@ class ProducerCore:
                                             f"({len(not_done)} batch(es) still pending)")
         finally:
             self.accumulator.end_flush()
+
+    # -- transactions (loop side) -------------------------------------------------------------
+    def transactions(self) -> TransactionManager:
+        if self.transaction is None:
+            raise IllegalStateError("the producer has no transactional_id")
+        return self.transaction
+
+    async def _flush_errors(self) -> list[BaseException]:
+        """Send everything queued and wait for it; the errors of the batches that failed."""
+        pending = self.accumulator.begin_flush()
+        try:
+            waiters = [result.future() for result in pending]
+            if waiters:
+                await asyncio.wait(waiters)
+            return [result.error for result in pending if result.error is not None]
+        finally:
+            self.accumulator.end_flush()
+
+    async def commit_transaction(self) -> None:
+        transaction = self.transactions()
+        transaction._check(*[state for state in TxnState if state is not TxnState.FATAL_ERROR])
+        await transaction.end_transaction(True, await self._flush_errors())
+
+    async def abort_transaction(self) -> None:
+        transaction = self.transactions()
+        transaction.fail_unadded()
+        await self._flush_errors()
+        await transaction.end_transaction(False, [])
 
     async def close(self, timeout: float | None) -> None:
         """Send what is buffered (up to ``timeout`` seconds), then stop and release everything."""

@@ -59,6 +59,8 @@ class ProducerSettings:
     max_in_flight_requests_per_connection: int = 5
     metadata_request_timeout_ms: int = 3000
     socket_connection_setup_timeout_ms: int = 10_000
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     KNOWN: ClassVar[set[str]] = {
@@ -66,15 +68,21 @@ class ProducerSettings:
         "compression_type", "retries", "batch_size", "max_batch_size", "linger_ms", "partitioner", "max_block_ms",
         "max_request_size", "allow_auto_create_topics", "metadata_max_age_ms", "retry_backoff_ms", "request_timeout_ms",
         "delivery_timeout_ms", "buffer_memory", "max_in_flight_requests_per_connection", "transactional_id",
-        "metadata_request_timeout_ms", "socket_connection_setup_timeout_ms"
+        "metadata_request_timeout_ms", "socket_connection_setup_timeout_ms", "transaction_timeout_ms"
     }
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> ProducerSettings:
         options = dict(options)
         check_common_options(options, cls.KNOWN)
-        if options.get("transactional_id") is not None:
-            raise ConfigError("transactions (transactional_id) are not supported yet")
+        transactional_id = options.get("transactional_id")
+        if transactional_id is not None:
+            if not isinstance(transactional_id, str) or not transactional_id:
+                raise ConfigError(f"transactional_id must be a non-empty string, got {transactional_id!r}")
+            if options.get("enable_idempotence") is False:
+                raise ConfigError("transactional_id needs enable_idempotence=True")
+            if protocol.parse_acks(options.get("acks", "all")) != -1:
+                raise ConfigError("transactional_id needs acks='all'")
         explicit_idempotence = "enable_idempotence" in options
         acks_value = options.get("acks", "all")
         acks = protocol.parse_acks(acks_value) if acks_value is not None else -1
@@ -112,6 +120,9 @@ class ProducerSettings:
                 "metadata_request_timeout_ms", options.get("metadata_request_timeout_ms", 3000), 1),
             socket_connection_setup_timeout_ms=_positive_int(
                 "socket_connection_setup_timeout_ms", options.get("socket_connection_setup_timeout_ms", 10_000), 1),
+            transactional_id=transactional_id,
+            transaction_timeout_ms=_positive_int("transaction_timeout_ms",
+                                                 options.get("transaction_timeout_ms", 60_000), 1),
         )
         for name in ("key_serializer", "value_serializer"):
             function = getattr(settings, name)

@@ -2,7 +2,9 @@
 
 One task per producer, on the producer's event loop. Each round it
 
-1. gets a producer id (``POST /v1/init_producer_id``) when idempotence is on and none is held;
+1. gets a producer id (``POST /v1/init_producer_id``) when idempotence is on and none is held
+   (a transactional producer's comes from ``init_transactions()``; instead, the partitions
+   queued since the last round are added to the transaction, and only added ones are drained);
 2. fails queued batches whose ``delivery_timeout_ms`` passed;
 3. asks the accumulator which leaders have ready batches, drains them into one produce request
    per leader (``max_request_size``), encodes each batch once, and *submits* the request on the
@@ -45,6 +47,7 @@ from kafkalite import protocol
 from kafkalite.client.accumulator import ProducerBatch, RecordAccumulator
 from kafkalite.client.metadata import STALLED_AFTER_S, ClusterView, MetadataManager, leader_hint
 from kafkalite.client.producer_settings import ProducerSettings
+from kafkalite.client.transactions import TransactionManager
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import (
     BrokerResponseError,
@@ -68,7 +71,7 @@ class Sender:
     """Drains the accumulator to the brokers (see the module docstring)."""
 
     def __init__(self, settings: ProducerSettings, accumulator: RecordAccumulator, metadata: MetadataManager,
-                 transport: AsyncTransport) -> None:
+                 transport: AsyncTransport, transaction: TransactionManager | None = None) -> None:
         self.settings = settings
         self.accumulator = accumulator
         self.metadata = metadata
@@ -84,7 +87,9 @@ class Sender:
         self._requests: set[asyncio.Task[None]] = set()
         self._running = True
         self._force = False
-        self._need_producer_id = settings.enable_idempotence
+        # a transactional producer's id comes from init_transactions(), through its transaction manager
+        self.transaction = transaction
+        self._need_producer_id = settings.enable_idempotence and transaction is None
         self._task: asyncio.Task[None] | None = None
         self.idle = False
         # set by any thread that added work (see ProducerCore._wake): a round that was already
@@ -148,7 +153,7 @@ class Sender:
         self.poked = False
         now = time.monotonic()
         accumulator.expire(now)
-        if self._need_producer_id:
+        if self._need_producer_id and self.transaction is None:
             if self._requests:
                 return 0.05  # a new producer id waits until the requests in flight have answered
             if not await self._init_producer_id():
@@ -156,6 +161,8 @@ class Sender:
         view = self.metadata.view
         waiting = self._check_stalled(view, now)
         nodes, delay, unknown_leader = accumulator.ready(view.leaders, now)
+        if self.transaction is not None and not await self.transaction.register_partitions():
+            delay = min(delay, self.settings.retry_backoff_ms / 1000)
         if unknown_leader:
             self.metadata.request_update()
             delay = min(delay, self.settings.retry_backoff_ms / 1000)

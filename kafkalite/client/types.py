@@ -31,6 +31,15 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for a transactional producer's send_offsets_to_transaction."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class OffsetAndTimestamp(NamedTuple):
     """An answer of ``offsets_for_times``: the first offset at or after the timestamp."""
 

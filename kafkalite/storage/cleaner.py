@@ -16,6 +16,14 @@ The algorithm, separated from its scheduling (the broker's LogManager decides wh
 5. Each output is written as ``<base>.log.cleaned``, then swapped in crash-safely by
    :meth:`~kafkalite.storage.log.PartitionLog.replace_segments`.
 
+Transactions follow Kafka's rules: the cleanable range also ends at the first offset of an
+undecided transaction (the log's ``first_unstable_offset``); the batches of aborted
+transactions (known from the ``.txnindex`` files) are removed and never enter the key map;
+control batches never enter it either. A marker is kept while its transaction still has data
+in the log — an abort marker whose aborted data this pass removes stays (with its
+``.txnindex`` entry) until a later pass — and a marker whose transaction has no data left is
+removed like a tombstone, once its segment is older than ``delete.retention.ms``.
+
 Concurrency: reads only inactive segments (immutable) without the log's lock; the swap takes
 the lock and is abandoned when retention or truncation changed the segments meanwhile.
 Run it on a worker thread.
@@ -27,9 +35,11 @@ import logging
 from dataclasses import dataclass
 
 from kafkalite.record.batch import BatchBuilder, Record, RecordBatch
+from kafkalite.record.control import batch_marker
 from kafkalite.storage import files
 from kafkalite.storage.log import PartitionLog
 from kafkalite.storage.segment import INT32_MAX, Segment
+from kafkalite.storage.txnindex import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,53 @@ class CleanResult:
     bytes_after: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
+
+
+class _Transactions:
+    """Which batches of one pass belong to aborted transactions, and which markers may go
+    (Kafka's CleanedTransactionMetadata). Fed every batch in offset order."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda entry: entry.first_offset)
+        self._by_marker = {(entry.producer_id, entry.last_offset): entry for entry in aborted}
+        self._aborting: set[int] = set()  # producers inside an aborted transaction
+        self._observed: set[int] = set()  # ... whose aborted data this pass saw (and removes)
+        self._committing: set[int] = set()  # producers with kept transactional data since their last marker
+
+    def _advance(self, offset: int) -> None:
+        while self._pending and self._pending[0].first_offset <= offset:
+            self._aborting.add(self._pending.pop(0).producer_id)
+
+    def is_aborted(self, batch: RecordBatch) -> bool:
+        """For a data batch: True when it belongs to an aborted transaction."""
+        self._advance(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        if batch.producer_id in self._aborting:
+            self._observed.add(batch.producer_id)
+            return True
+        self._committing.add(batch.producer_id)
+        return False
+
+    def marker(self, batch: RecordBatch) -> tuple[bool, AbortedTxn | None]:
+        """For a control batch: (whether it may be discarded — its transaction has no data
+        left —, the ``.txnindex`` entry to keep with it when it stays)."""
+        self._advance(batch.last_offset)
+        marker = batch_marker(batch)
+        producer_id = batch.producer_id
+        if marker is None:
+            return True, None
+        if marker.committed:
+            had_data = producer_id in self._committing
+            self._committing.discard(producer_id)
+            return not had_data, None
+        self._aborting.discard(producer_id)
+        entry = self._by_marker.get((producer_id, batch.base_offset))
+        if producer_id in self._observed:
+            self._observed.discard(producer_id)
+            return False, entry
+        return True, entry
 
 
 def dirty_ratio(partition_log: PartitionLog, checkpoint: int) -> float:
@@ -66,8 +123,9 @@ def clean(partition_log: PartitionLog, checkpoint: int, *, force: bool = False) 
         log_start = partition_log.log_start_offset
     checkpoint = max(checkpoint, log_start)
     cleanable: list[Segment] = []
+    unstable = partition_log.first_unstable_offset
     for segment in inactive:
-        if segment.next_offset > high_watermark:
+        if segment.next_offset > high_watermark or (unstable is not None and segment.next_offset > unstable):
             break
         if config.min_compaction_lag_ms > 0 and now - segment.largest_timestamp() < config.min_compaction_lag_ms:
             break
@@ -82,30 +140,38 @@ def clean(partition_log: PartitionLog, checkpoint: int, *, force: bool = False) 
             return CleanResult(False, checkpoint)
     end_offset = max(cleanable[-1].next_offset, checkpoint)
 
+    aborted = partition_log.collect_aborted_txns(cleanable[0].base_offset, end_offset)
     latest: dict[bytes | None, int] = {}
+    transactions = _Transactions(aborted)
     for segment in cleanable:
         if segment.next_offset <= checkpoint:
             continue
         for _position, batch in segment.scan(validate=True):
-            if batch.last_offset < checkpoint:
+            if batch.is_control:
+                transactions.marker(batch)
+                continue
+            if transactions.is_aborted(batch) or batch.last_offset < checkpoint:
                 continue
             for record in batch.records():
                 if record.offset >= checkpoint:
                     latest[record.key] = record.offset
 
     tombstone_horizon = now - config.delete_retention_ms
-    totals = {"before": 0, "after": 0, "records": 0, "tombstones": 0}
+    totals = {"before": 0, "after": 0, "records": 0, "tombstones": 0, "markers": 0}
+    transactions = _Transactions(aborted)
     for group in _group_segments(cleanable, config.segment_bytes):
-        output = _clean_group(partition_log, group, latest, checkpoint, tombstone_horizon, totals)
+        output = _clean_group(partition_log, group, latest, checkpoint, tombstone_horizon, totals, transactions)
         with partition_log.lock:
             if partition_log.closed or any(segment not in partition_log.segments for segment in group):
                 output.delete_files()
                 log.info("%s: segments changed during cleaning; pass abandoned", partition_log.name)
                 return CleanResult(False, checkpoint)
             partition_log.replace_segments(group, output)
-    log.info("%s: compacted %d -> %d bytes, %d records and %d tombstones removed", partition_log.name,
-             totals["before"], totals["after"], totals["records"], totals["tombstones"])
-    return CleanResult(True, end_offset, totals["before"], totals["after"], totals["records"], totals["tombstones"])
+    log.info("%s: compacted %d -> %d bytes, %d records, %d tombstones and %d transaction markers removed",
+             partition_log.name, totals["before"], totals["after"], totals["records"], totals["tombstones"],
+             totals["markers"])
+    return CleanResult(True, end_offset, totals["before"], totals["after"], totals["records"], totals["tombstones"],
+                       totals["markers"])
 
 
 def _group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:
@@ -125,17 +191,18 @@ def _group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segmen
 
 
 def _clean_group(partition_log: PartitionLog, group: list[Segment], latest: dict[bytes | None, int],
-                 checkpoint: int, tombstone_horizon: int, totals: dict[str, int]) -> Segment:
+                 checkpoint: int, tombstone_horizon: int, totals: dict[str, int],
+                 transactions: _Transactions) -> Segment:
     config = partition_log.config
     base_offset = group[0].base_offset
-    stale = files.segment_path(partition_log.directory, base_offset, files.LOG_SUFFIX, files.CLEANED_SUFFIX)
-    stale.unlink(missing_ok=True)
+    for kind in (files.LOG_SUFFIX, files.TXN_INDEX_SUFFIX):
+        files.segment_path(partition_log.directory, base_offset, kind, files.CLEANED_SUFFIX).unlink(missing_ok=True)
     output = Segment(partition_log.directory, base_offset, suffix=files.CLEANED_SUFFIX,
                      index_interval_bytes=config.index_interval_bytes,
                      max_index_entries=config.segment_index_bytes // 8,
                      created_ms=max(segment.created_ms for segment in group))
     try:
-        _copy_group(group, output, latest, checkpoint, tombstone_horizon, totals)
+        _copy_group(group, output, latest, checkpoint, tombstone_horizon, totals, transactions)
     except BaseException:
         output.delete_files()  # a failed pass (a full disk) leaves no .cleaned file behind
         raise
@@ -144,11 +211,24 @@ def _clean_group(partition_log: PartitionLog, group: list[Segment], latest: dict
 
 
 def _copy_group(group: list[Segment], output: Segment, latest: dict[bytes | None, int], checkpoint: int,
-                tombstone_horizon: int, totals: dict[str, int]) -> None:
+                tombstone_horizon: int, totals: dict[str, int], transactions: _Transactions) -> None:
     for segment in group:
         totals["before"] += segment.size
         drop_tombstones = segment.largest_timestamp() < tombstone_horizon
         for _position, batch in segment.scan(validate=True):
+            if batch.is_control:
+                discardable, entry = transactions.marker(batch)
+                if discardable and drop_tombstones and batch.last_offset < checkpoint:
+                    totals["markers"] += 1
+                    continue
+                output.append(batch.raw(), batch.base_offset, batch.next_offset, batch.max_timestamp,
+                              batch.last_offset)
+                if entry is not None:
+                    output.txn_index.append(entry)
+                continue
+            if transactions.is_aborted(batch):
+                totals["records"] += batch.record_count
+                continue
             records = batch.records()
             kept: list[Record] = []
             for record in records:

@@ -2,7 +2,8 @@
 
 Segment files share a name, the segment's base offset zero-padded to 20 digits:
 ``00000000000000000000.log`` (batches back to back), ``.index`` (sparse offset index) and
-``.timeindex`` (sparse time index). Multi-step changes are made crash-safe by renames through
+``.timeindex`` (sparse time index), and ``.txnindex`` (aborted transactions, only when the
+segment holds an abort marker). Multi-step changes are made crash-safe by renames through
 suffixes appended to those names: ``.cleaned`` (compaction output being written), ``.swap``
 (compaction output ready to replace its sources) and ``.deleted`` (awaiting unlink).
 
@@ -21,6 +22,7 @@ from kafkalite.topics import has_legal_characters
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
@@ -34,12 +36,12 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafkalite_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 
-SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 # I/O errors that pass by themselves (space comes back): the log directory stays online.
 TRANSIENT_IO_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
-_SEGMENT_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)((?:\.cleaned|\.swap|\.deleted)?)$")
+_SEGMENT_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)((?:\.cleaned|\.swap|\.deleted)?)$")
 
 
 def offset_file_stem(base_offset: int) -> str:

@@ -59,6 +59,7 @@ from kafkalite.record.batch import (
 from kafkalite.storage import files
 from kafkalite.storage.epochs import LeaderEpochCache
 from kafkalite.storage.segment import INT32_MAX, BatchHeader, Segment, last_offset_in_file
+from kafkalite.storage.txnindex import AbortedTxn
 from kafkalite.storage.validation import CheckedBatches, check_batches, stamp_log_append_time
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class PartitionLog:
         self.on_dir_failure: DirFailureHandler | None = None
         self._append_failure: str | None = None  # the transient error appends last failed with
         self._pending_deletes: list[tuple[int, Segment]] = []
+        #: The first offset of an undecided transaction (set by the owning partition from its
+        #: producer state; None: none). Compaction never cleans at or above it.
+        self.first_unstable_offset: int | None = None
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory / files.LEADER_EPOCH_CHECKPOINT)
         self._load(clean_shutdown)
@@ -149,6 +153,7 @@ class PartitionLog:
         every segment at or above the recovery point when the shutdown was not clean."""
         live: dict[int, bool] = {}
         swaps: list[int] = []
+        swapped: set[int] = set()
         for entry in sorted(os.listdir(self.directory)):
             parsed = files.parse_segment_file(entry)
             if parsed is None:
@@ -183,11 +188,12 @@ class PartitionLog:
             swap_segment.rename_suffix("")
             swap_segment.close()
             live[swap_base] = True
+            swapped.add(swap_base)  # its indexes were dropped: recovered again below, .txnindex included
         bases = sorted(live)
         for position, base_offset in enumerate(bases):
             segment = self._new_segment(base_offset)
             truncated = 0
-            if not clean_shutdown and self._needs_recovery(base_offset, live):
+            if base_offset in swapped or (not clean_shutdown and self._needs_recovery(base_offset, live)):
                 truncated = segment.recover()
                 if truncated:
                     log.warning("%s: recovered segment %d, cut %d damaged bytes", self.name, base_offset, truncated)
@@ -459,6 +465,49 @@ class PartitionLog:
             segment = self.segments[index]
             position = segment.index.lookup(offset)[1] if offset < segment.next_offset else segment.size
             return segment.size - position + sum(later.size for later in self.segments[index + 1:])
+
+    # -- aborted transactions -----------------------------------------------------------------
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Add an aborted transaction to the ``.txnindex`` of the segment holding its marker."""
+        with self._lock:
+            self._ensure_open()
+            index = bisect_right(self._base_offsets, entry.last_offset) - 1
+            if index < 0:
+                return  # the marker is below the log's first segment (deleted meanwhile)
+            try:
+                self.segments[index].txn_index.append(entry)
+            except OSError as exc:
+                raise self._append_failed(exc) from exc
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [``fetch_offset``, ``upper_bound``), oldest marker
+        first: read from the ``.txnindex`` of the segment holding ``fetch_offset`` onwards (a
+        marker lies after the data it aborts). Index lookups only."""
+        with self._lock:
+            index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
+            found: list[AbortedTxn] = []
+            for segment in self.segments[index:]:
+                if segment.txn_index.entries:
+                    found.extend(segment.txn_index.collect(fetch_offset, upper_bound))
+                if any(entry.last_stable_offset >= upper_bound for entry in segment.txn_index.entries):
+                    break  # Kafka's shortcut: later markers follow transactions that start later
+            return found
+
+    def rewrite_stale_txn_indexes(self, entries: list[AbortedTxn]) -> int:
+        """Blocking: write ``entries`` (every aborted transaction of the log, from a rebuild)
+        into the ``.txnindex`` files recovery emptied; returns how many were written."""
+        written = 0
+        with self._lock:
+            for segment in self.segments:
+                txn_index = segment.txn_index
+                if not txn_index.stale:
+                    continue
+                for entry in entries:
+                    if segment.base_offset <= entry.last_offset < segment.next_offset:
+                        txn_index.append(entry)
+                        written += 1
+                txn_index.stale = False
+        return written
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``; None if none."""

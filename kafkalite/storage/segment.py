@@ -1,4 +1,5 @@
-"""One log segment: a ``.log`` file of batches back to back plus its two sparse indexes.
+"""One log segment: a ``.log`` file of batches back to back, its two sparse indexes and its
+aborted-transaction index (``.txnindex``, :mod:`kafkalite.storage.txnindex`).
 
 A segment owns the byte range of the log from its base offset up to (not including) the next
 segment's base offset. It appends whole batches whose offsets are already assigned, reads whole
@@ -26,9 +27,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kafkalite.errors import CorruptRecordError, LogDirOfflineError, StorageError, TruncatedBatchError
-from kafkalite.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
+from kafkalite.record.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_BATCH_SIZE,
+    MIN_BATCH_LENGTH,
+    RecordBatch,
+)
 from kafkalite.storage import files
 from kafkalite.storage.index import OffsetIndex, TimeIndex
+from kafkalite.storage.txnindex import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +66,15 @@ class BatchHeader(NamedTuple):
     producer_epoch: int
     base_sequence: int
     last_sequence: int
+    attributes: int = 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
 
 
 class Segment:
@@ -84,6 +103,8 @@ class Segment:
             except BaseException:
                 self.index.close()
                 raise
+            self.txn_index = TransactionIndex(files.segment_path(directory, base_offset, files.TXN_INDEX_SUFFIX,
+                                                                 suffix))
         except BaseException:
             os.close(self._fd)  # a failed open (e.g. no inode left) leaks no descriptor
             raise
@@ -180,6 +201,7 @@ class Segment:
             os.fsync(self._fd)
             self.index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as exc:
             if not self.closed:
                 raise StorageError(f"fsync of {self.log_path} failed: {exc.strerror}") from exc
@@ -194,6 +216,7 @@ class Segment:
         self.size = position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self._reload_tail()
         return removed
 
@@ -319,14 +342,14 @@ class Segment:
             buffer = os.pread(fd, min(LOOKUP_MAX_CHUNK_BYTES, end - position), position)
             cursor = 0
             while len(buffer) - cursor >= HEADER_SIZE:
-                (base_offset, batch_length, leader_epoch, _magic, _crc, _attributes, last_delta, _base_timestamp,
+                (base_offset, batch_length, leader_epoch, _magic, _crc, attributes, last_delta, _base_timestamp,
                  max_timestamp, producer_id, producer_epoch, base_sequence, _count) = _FULL_HEADER.unpack_from(
                     buffer, cursor)
                 if batch_length < MIN_BATCH_LENGTH:
                     raise CorruptRecordError(f"batch length {batch_length} is out of range", position + cursor)
                 last_sequence = -1 if base_sequence < 0 else (base_sequence + last_delta) & 0x7FFFFFFF
                 yield BatchHeader(base_offset, base_offset + last_delta, leader_epoch, max_timestamp, producer_id,
-                                  producer_epoch, base_sequence, last_sequence)
+                                  producer_epoch, base_sequence, last_sequence, attributes)
                 cursor += LOG_OVERHEAD + batch_length
             if cursor == 0:
                 raise TruncatedBatchError("batch header cut short", position)
@@ -337,7 +360,8 @@ class Segment:
         """Open after a clean shutdown: trust the indexes when sane, else rebuild them."""
         index_ok = self.index.load(self.size)
         time_ok = self.time_index.load(INT32_MAX)
-        if not (index_ok and time_ok):
+        txn_ok = self.txn_index.load()
+        if not (index_ok and time_ok and txn_ok):
             log.info("rebuilding damaged or missing indexes of %s", self.log_path)
             self.recover()
             return
@@ -351,9 +375,12 @@ class Segment:
 
     def recover(self, max_batch_bytes: int = MAX_BATCH_SIZE) -> int:
         """Validate every batch, rebuild both indexes, and cut the file at the first damaged or
-        torn batch. Returns the number of bytes truncated."""
+        torn batch. Returns the number of bytes truncated. The ``.txnindex`` is emptied and
+        marked stale: the producer-state rebuild, which knows where transactions start, writes
+        it again."""
         self.index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
@@ -424,6 +451,7 @@ class Segment:
                 self.log_path = target
             else:
                 index.path = target
+        self.txn_index.rename(files.segment_path(self.directory, self.base_offset, files.TXN_INDEX_SUFFIX, suffix))
         self.suffix = suffix
 
     def close(self) -> None:
@@ -434,10 +462,12 @@ class Segment:
         self._fd = -1
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete_files(self) -> None:
-        """Close and unlink the three files."""
+        """Close and unlink the files (the ``.txnindex`` too)."""
         self.close()
+        self.txn_index.delete()
         for path in (self.log_path, self.index.path, self.time_index.path):
             try:
                 path.unlink()

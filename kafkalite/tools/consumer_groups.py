@@ -55,6 +55,10 @@ def build_parser() -> ToolArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="with --describe --members: their partitions")
     parser.add_argument("--state", action="store_true", help="with --describe: the group's state; with --list too")
     parser.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
+    parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                        default="read_uncommitted",
+                        help="with --describe: the log end of the lag: the high watermark (read_uncommitted, "
+                             "Kafka's) or the last stable offset (read_committed: what such consumers can read)")
     parser.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
     parser.add_argument("--to-latest", action="store_true", help="reset to the latest offset")
     parser.add_argument("--to-current", action="store_true", help="reset to the current committed offset")
@@ -250,7 +254,7 @@ def _describe(admin: KafkaAdminClient, groups: list[str], arguments: Any) -> int
         elif arguments.members:
             _print_members(description, arguments.verbose)
         else:
-            _print_offsets(admin, description)
+            _print_offsets(admin, description, arguments.isolation_level)
     return status
 
 
@@ -297,12 +301,13 @@ def _print_members(description: GroupInformation, verbose: bool) -> None:
     print(format_table(header, rows))
 
 
-def _print_offsets(admin: KafkaAdminClient, description: GroupInformation) -> None:
+def _print_offsets(admin: KafkaAdminClient, description: GroupInformation,
+                   isolation_level: str = "read_uncommitted") -> None:
     owners: dict[TopicPartition, Any] = {}
     for member in description.members:
         for tp in member.partitions:
             owners[tp] = member
-    lag = admin.consumer_group_lag(description.group, sorted(owners))
+    lag = admin.consumer_group_lag(description.group, sorted(owners), isolation_level)
     _no_members(description)
     rows: list[tuple[Any, ...]] = []
     for tp in sorted(set(lag) | set(owners)):

@@ -1,8 +1,10 @@
 """``kafkalite-dump-log.sh``: print the batches (and records) of segment files, like Kafka's
 ``kafka-dump-log.sh``.
 
-Reads ``.log`` files batch by batch, checking each CRC, and ``.index`` / ``.timeindex`` files
-entry by entry. Damage is reported with its byte position and a Kafka error name, the tool
+Reads ``.log`` files batch by batch, checking each CRC, and ``.index`` / ``.timeindex`` /
+``.txnindex`` files entry by entry. Transactional batches say ``isTransactional: true``; the
+record of a control batch is printed as its marker (``endTxnMarker: COMMIT coordinatorEpoch: 3``).
+Damage is reported with its byte position and a Kafka error name, the tool
 keeps going where the batch length still makes sense, never crashes on bad bytes, and exits 1
 when it found any damage (2 for bad arguments).
 """
@@ -19,7 +21,9 @@ from typing import TextIO
 from kafkalite.errors import CorruptRecordError, TruncatedBatchError, UnsupportedCodecError
 from kafkalite.record.batch import LOG_OVERHEAD, MAX_BATCH_SIZE, MIN_BATCH_LENGTH, RecordBatch
 from kafkalite.record.codec import Compression
+from kafkalite.record.control import read_marker
 from kafkalite.storage import files
+from kafkalite.storage.txnindex import ENTRY_SIZE, TXN_INDEX_VERSION, AbortedTxn
 from kafkalite.tools.common import ToolArgumentParser, run_tool
 
 _CHUNK = 1 << 20
@@ -107,7 +111,9 @@ def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool) -> int:
                             f"keySize: {-1 if record.key is None else len(record.key)} "
                             f"valueSize: {-1 if record.value is None else len(record.value)} "
                             f"sequence: {sequence} headerKeys: [{','.join(name for name, _ in record.headers)}]")
-                    if print_data:
+                    if batch.is_control:
+                        line += " " + _control_text(record.key, record.value)
+                    elif print_data:
                         line += f" key: {_render(record.key)} payload: {_render(record.value)}"
                         if record.headers:
                             rendered = ",".join(f"{name}:{_render(value)}" for name, value in record.headers)
@@ -115,6 +121,38 @@ def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool) -> int:
                     out.write(line + "\n")
                     del index
             position += batch.size
+    return damage
+
+
+def _control_text(key: bytes | None, value: bytes | None) -> str:
+    """A control record as Kafka's dump tool prints it (its marker), or what is wrong with it."""
+    if key is None:
+        return "controlType: unknown (null key)"
+    try:
+        marker = read_marker(key, value)
+    except CorruptRecordError as exc:
+        return f"controlType: unknown ({exc.detail})"
+    return f"endTxnMarker: {marker.name} coordinatorEpoch: {marker.coordinator_epoch}"
+
+
+def dump_txn_index_file(path: Path, out: TextIO) -> int:
+    """Print the entries of a ``.txnindex`` file (34 bytes each)."""
+    data = path.read_bytes()
+    out.write(f"Dumping {path}\n")
+    whole = len(data) - len(data) % ENTRY_SIZE
+    damage = 0
+    for position in range(0, whole, ENTRY_SIZE):
+        try:
+            entry = AbortedTxn.decode(data, position)
+        except CorruptRecordError as exc:
+            out.write(f"Found damaged entry at position {position}: {exc.detail}\n")
+            damage += 1
+            continue
+        out.write(f"version: {TXN_INDEX_VERSION} producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+                  f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}\n")
+    if whole != len(data):
+        out.write(f"Found damaged index: {len(data) - whole} trailing bytes are not a whole entry\n")
+        damage += 1
     return damage
 
 
@@ -144,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kafkalite-dump-log.sh",
         description="Print the record batches of log segment files (and entries of index files).")
     parser.add_argument("--files", required=True,
-                        help="REQUIRED: comma-separated list of .log, .index or .timeindex files to dump")
+                        help="REQUIRED: comma-separated list of .log, .index, .timeindex or .txnindex files to dump")
     parser.add_argument("--print-data-log", action="store_true",
                         help="print each record's key, value and headers (implies --deep-iteration)")
     parser.add_argument("--deep-iteration", action="store_true",
@@ -165,10 +203,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             continue
         if path.name.endswith(files.LOG_SUFFIX) or ".log." in path.name:
             damage += dump_log_file(path, output, arguments.print_data_log, arguments.deep_iteration)
-        elif files.INDEX_SUFFIX in path.name:
+        elif files.TXN_INDEX_SUFFIX in path.name:
+            damage += dump_txn_index_file(path, output)
+        elif files.INDEX_SUFFIX in path.name or files.TIME_INDEX_SUFFIX in path.name:
             damage += dump_index_file(path, output)
         else:
-            print(f"Error: {path} is not a .log, .index or .timeindex file", file=sys.stderr)
+            print(f"Error: {path} is not a .log, .index, .timeindex or .txnindex file", file=sys.stderr)
             damage += 1
     return 1 if damage else 0
 

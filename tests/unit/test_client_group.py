@@ -192,7 +192,7 @@ class FakeCore:
         self.partitions: dict[TopicPartition, Any] = {}
         self.subscribed_topics = {"t"}
         self.subscribed_pattern: re.Pattern[str] | None = None
-        self.settings = SimpleNamespace(exclude_internal_topics=True)
+        self.settings = SimpleNamespace(exclude_internal_topics=True, isolation_level=0)
         self.fetcher = None
         self.events: list[tuple[str, set[TopicPartition]]] = []
 

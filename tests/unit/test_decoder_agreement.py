@@ -67,7 +67,7 @@ def via_record(raw: bytes) -> Any:
 def _consumer_state(raw: bytes) -> PartitionState:
     state = PartitionState(TP)
     state.position = 0
-    batches, corrupt = Fetcher._batches(SimpleNamespace(check_crcs=True), raw, 0, -1)  # type: ignore[arg-type]
+    batches, corrupt, _end = Fetcher._batches(SimpleNamespace(check_crcs=True), raw, 0, -1)  # type: ignore[arg-type]
     if batches or corrupt is not None:
         state.buffered.append(CompletedFetch(batches, 0, -1, state.generation, corrupt))
     return state

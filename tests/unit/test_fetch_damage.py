@@ -39,7 +39,7 @@ def bad_crc(base_offset: int) -> bytes:
 def fetched(answer: bytes, position: int = 0) -> PartitionState:
     state = PartitionState(TP)
     state.position = position
-    batches, corrupt = Fetcher._batches(SimpleNamespace(check_crcs=True), answer, position, -1)  # type: ignore[arg-type]
+    batches, corrupt, _end = Fetcher._batches(SimpleNamespace(check_crcs=True), answer, position, -1)  # type: ignore[arg-type]
     state.buffered.append(CompletedFetch(batches, position, -1, state.generation, corrupt))
     return state
 

@@ -45,7 +45,6 @@ from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
-    InvalidRequestError,
     MemberIdRequiredError,
     NonEmptyGroupError,
     NotCoordinatorError,
@@ -144,9 +143,6 @@ def test_find_coordinator_one_key_and_batched_keys(tmp_path: Path) -> None:
         coordinators = batched["coordinators"]
         assert [(item["key"], item["error_code"], item["node_id"]) for item in coordinators] == [
             (GROUP, 0, 1), ("", 24, -1), ("billing", 0, 1)]  # 24: INVALID_GROUP_ID
-        transactional = await call(groups.find_coordinator, coordinator, 4, find_coordinator_v4
-                                                      .FindCoordinatorRequest(key_type=1, coordinator_keys=("tx",)))
-        assert transactional["coordinators"][0]["error_code"] == InvalidRequestError.errno
 
     run(scenario, tmp_path)
 

@@ -259,8 +259,8 @@ async def elect_leaders(context: KafkaRequestContext, request: Any) -> KafkaAnsw
 
 
 async def describe_producers(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
-    """The idempotent producers of partitions this broker leads. Without transactions no
-    producer has a coordinator epoch or an open transaction (-1 for both)."""
+    """The producers of partitions this broker leads, with the epoch of the coordinator that
+    wrote their last marker and the first offset of their open transaction (-1: none)."""
     wanted = [(topic.name, number) for topic in request.topics for number in topic.partition_indexes]
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for answer in context.services.replicas.describe_producers(wanted):
@@ -268,8 +268,10 @@ async def describe_producers(context: KafkaRequestContext, request: Any) -> Kafk
             "partition_index": answer.partition, **_outcome(answer.error),
             "active_producers": [{"producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
                                   "last_sequence": producer.last_sequence,
-                                  "last_timestamp": producer.last_timestamp, "coordinator_epoch": -1,
-                                  "current_txn_start_offset": -1} for producer in answer.producers]})
+                                  "last_timestamp": producer.last_timestamp,
+                                  "coordinator_epoch": producer.coordinator_epoch,
+                                  "current_txn_start_offset": producer.current_txn_start_offset}
+                                 for producer in answer.producers]})
     return {"topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
 
 

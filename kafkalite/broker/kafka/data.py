@@ -1,5 +1,7 @@
 """The data-plane and cluster APIs over the Kafka protocol: Metadata, Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch, InitProducerId, DescribeCluster and SaslHandshake.
+OffsetForLeaderEpoch, InitProducerId, DescribeCluster and SaslHandshake. Fetch and ListOffsets
+honour ``isolation_level``: read_committed reads below the last stable offset and gets the
+aborted transactions of the records it receives.
 
 Each handler reads the kio request, calls one service of
 :class:`~kafkalite.broker.services.BrokerServices` with its typed request and answers with kio
@@ -20,7 +22,7 @@ from typing import Any
 from kafkalite import protocol
 from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.services import EpochQuery, OffsetQuery
-from kafkalite.errors import UnsupportedVersionError
+from kafkalite.errors import InvalidRequestError, UnsupportedVersionError
 
 #: Kafka's error codes that kafkalite's error tree does not name (yet).
 UNKNOWN_TOPIC_ID = 100
@@ -95,9 +97,9 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
 
 # -- Produce --------------------------------------------------------------------------------------
 async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
-    """Record batches as bytes to the replica service; acks=0 gets no response."""
-    if request.transactional_id is not None:
-        raise UnsupportedVersionError("transactional produce comes with transactions")
+    """Record batches as bytes to the replica service; acks=0 gets no response. A transactional
+    producer's batches (attribute bit 4, with its producer id) open its transaction on each
+    partition's leader; the transactional id itself is the coordinator's business."""
     partitions = [protocol.ProducePartition(topic.name, partition.index,
                                             partition.records if partition.records is not None else b"")
                   for topic in request.topic_data for partition in topic.partition_data]
@@ -142,7 +144,7 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
                 getattr(partition, "last_fetched_epoch", protocol.NO_EPOCH)))
     results = await services.replicas.fetch(protocol.FetchRequest(
         partitions, max_wait_ms=max(0, _milliseconds(request.max_wait)), min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes, isolation_level=protocol.READ_UNCOMMITTED)) if partitions else []
+        max_bytes=request.max_bytes, isolation_level=_isolation_level(request))) if partitions else []
     names_to_ids = {name: _topic_id(info.topic_id) for name, info in services.metadata.cache.topics.items()} \
         if context.api_version >= 13 else {}
     responses: list[dict[str, Any]] = []
@@ -152,7 +154,10 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
         entry: dict[str, Any] = {
             "partition_index": result.partition, "error_code": result.error_code,
             "high_watermark": result.high_watermark, "last_stable_offset": result.last_stable_offset,
-            "log_start_offset": result.log_start_offset, "aborted_transactions": None,
+            "log_start_offset": result.log_start_offset,
+            "aborted_transactions": None if result.aborted_transactions is None else [
+                {"producer_id": producer_id, "first_offset": first_offset}
+                for producer_id, first_offset in result.aborted_transactions],
             "preferred_read_replica": -1, "records": result.records}
         if result.diverging_end_offset >= 0:
             entry["diverging_epoch"] = {"epoch": result.diverging_epoch, "end_offset": result.diverging_end_offset}
@@ -166,12 +171,20 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
+def _isolation_level(request: Any) -> int:
+    """read_committed (1) or read_uncommitted (0); anything else is refused as Kafka does."""
+    level = int(getattr(request, "isolation_level", protocol.READ_UNCOMMITTED))
+    if level not in (protocol.READ_UNCOMMITTED, protocol.READ_COMMITTED):
+        raise InvalidRequestError(f"isolation level {level} is neither 0 (read_uncommitted) nor 1 (read_committed)")
+    return level
+
+
 # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------
 async def list_offsets(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     queries = [OffsetQuery(topic.name, partition.partition_index, partition.timestamp,
                            getattr(partition, "current_leader_epoch", -1))
                for topic in request.topics for partition in topic.partitions]
-    answers = context.services.replicas.list_offsets(queries, getattr(request, "isolation_level", 0))
+    answers = context.services.replicas.list_offsets(queries, _isolation_level(request))
     return {"throttle_time": 0, "topics": _group_by_topic([
         (answer.topic, {"partition_index": answer.partition,
                         "error_code": answer.error.errno if answer.error else 0,
@@ -228,7 +241,6 @@ HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(LIST_OFFSETS, 1, 7, list_offsets),
     ApiHandler(METADATA, 0, 12, metadata),
     ApiHandler(SASL_HANDSHAKE, 0, 1, sasl_handshake),
-    ApiHandler(INIT_PRODUCER_ID, 0, 5, init_producer_id),
     ApiHandler(OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
     ApiHandler(DESCRIBE_CLUSTER, 0, 1, describe_cluster),
 )

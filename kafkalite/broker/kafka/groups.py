@@ -44,7 +44,6 @@ from kafkalite.broker.kafka.context import ApiHandler, KafkaAnswer, KafkaRequest
 from kafkalite.errors import (
     BrokerResponseError,
     CoordinatorLoadInProgressError,
-    InvalidRequestError,
     MemberIdRequiredError,
 )
 
@@ -78,7 +77,9 @@ async def _find_one(context: KafkaRequestContext, key: str, key_type: int) -> di
     error: BrokerResponseError | None
     try:
         if key_type == TRANSACTION_KEY:
-            raise InvalidRequestError("transaction coordinators come with transactions; kafkalite has none yet")
+            node_id, host, port = await context.services.transactions.find_coordinator(key)
+            return {"key": key, "error_code": 0, "error_message": None, "node_id": node_id, "host": host,
+                    "port": port}
         answer = await context.services.groups.find_coordinator(FindCoordinatorRequest(key, key_type))
         error = answer.error
     except BrokerResponseError as exc:
@@ -208,13 +209,14 @@ async def offset_commit(context: KafkaRequestContext, request: Any) -> KafkaAnsw
     return {"topics": _partition_outcomes(outcomes)}
 
 
-async def _fetch_group(context: KafkaRequestContext, group_id: str, topics: Any) -> dict[str, Any]:
+async def _fetch_group(context: KafkaRequestContext, group_id: str, topics: Any,
+                       require_stable: bool = False) -> dict[str, Any]:
     """One group's committed offsets as an OffsetFetch group entry (``error_code`` and ``topics``).
     ``topics`` is the request's topic list (None: every committed partition)."""
     wanted: list[tuple[str, list[int] | None]] | None = None if topics is None else [
         (topic.name, list(topic.partition_indexes)) for topic in topics]
     try:
-        answer = await context.services.groups.offset_fetch(OffsetFetchRequest(group_id, wanted))
+        answer = await context.services.groups.offset_fetch(OffsetFetchRequest(group_id, wanted, require_stable))
     except BrokerResponseError as exc:
         # answered in the group's error and, for v1 (which has none), in each requested partition
         return {"group_id": group_id, "error_code": exc.errno, "topics": _by_topic(
@@ -223,16 +225,19 @@ async def _fetch_group(context: KafkaRequestContext, group_id: str, topics: Any)
             for name, numbers in wanted or [] for number in numbers or [])}
     return {"group_id": group_id, "error_code": 0, "topics": _by_topic(
         (item.topic, {"partition_index": item.partition, "committed_offset": item.offset,
-                      "committed_leader_epoch": item.leader_epoch, "metadata": item.metadata, "error_code": 0})
+                      "committed_leader_epoch": item.leader_epoch, "metadata": item.metadata,
+                      "error_code": _code(item.error)})
         for item in answer.partitions)}
 
 
 async def offset_fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
-    """Committed offsets of one group (v1–v7) or several (v8). ``require_stable`` needs nothing:
-    without transactions no commit is ever pending."""
+    """Committed offsets of one group (v1–v7) or several (v8). With ``require_stable`` (v7+) a
+    partition whose transactional commit is still pending answers UNSTABLE_OFFSET_COMMIT."""
+    stable = bool(getattr(request, "require_stable", False))
     if context.api_version >= 8:
-        return {"groups": [await _fetch_group(context, group.group_id, group.topics) for group in request.groups]}
-    return await _fetch_group(context, request.group_id, request.topics)
+        return {"groups": [await _fetch_group(context, group.group_id, group.topics, stable)
+                           for group in request.groups]}
+    return await _fetch_group(context, request.group_id, request.topics, stable)
 
 
 async def offset_delete(context: KafkaRequestContext, request: Any) -> KafkaAnswer:

@@ -287,6 +287,7 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     "group.max.size": _Setting("group_max_size", parse_int, 1),
     "socket.request.max.bytes": _Setting("socket_request_max_bytes", parse_int, 1024),
     "request.timeout.ms": _Setting("request_timeout_ms", parse_int, 1),
+    "schema.registry.listeners": _Setting("schema_registry_listeners", str),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -345,6 +346,9 @@ class BrokerConfig:
     group_max_size: int = 2_147_483_647
     socket_request_max_bytes: int = 100 * 1024 * 1024
     request_timeout_ms: int = 30_000
+    #: ``http://host:port``: also serve the schema registry at the root of this address (it is
+    #: always served under ``/registry`` on the broker's listener).
+    schema_registry_listeners: str | None = None
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
 
@@ -381,6 +385,7 @@ class BrokerConfig:
         config = cls(**changes, unknown=tuple(sorted(unknown)))
         config.listener_address()  # validates the listener
         config.advertised_address()
+        config.schema_registry_address()
         return config
 
     @classmethod
@@ -403,6 +408,16 @@ class BrokerConfig:
     def listener_address(self) -> tuple[str, int]:
         """(host, port) to bind."""
         return self._parse_listener(self.listeners, "listeners")
+
+    def schema_registry_address(self) -> tuple[str, int] | None:
+        """(host, port) of ``schema.registry.listeners`` (None when unset); anything but one
+        ``http://host:port`` is a ConfigError."""
+        value = (self.schema_registry_listeners or "").strip()
+        if not value:
+            return None
+        if "," in value or not value.lower().startswith("http://"):
+            raise ConfigError(f"schema.registry.listeners must be one http://host:port, got {value!r}")
+        return self._parse_listener(value, "schema.registry.listeners")
 
     def advertised_address(self) -> tuple[str, int]:
         """(host, port) that clients are told to use."""

@@ -54,6 +54,7 @@ from kafkalite.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.record.batch import build_batch, decode_all
+from kafkalite.registry.store import SchemaStore
 from kafkalite.storage.manager import LogManager
 from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
@@ -644,3 +645,5 @@ class BrokerServices:
     admin: AdminRequests
     groups: GroupCoordinator
     producer_ids: ProducerIdService
+    #: The schema registry's store, served under /registry by the HTTP front end.
+    registry: SchemaStore | None = None

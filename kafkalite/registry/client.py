@@ -71,7 +71,8 @@ class RegistryClient:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     return json.loads(response.read() or b"null")
             except urllib.error.HTTPError as exc:
-                payload = exc.read()
+                with exc:
+                    payload = exc.read()
                 try:
                     parsed = json.loads(payload)
                 except ValueError:

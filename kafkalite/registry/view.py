@@ -20,6 +20,7 @@ from kafkalite.registry.errors import (
     InvalidSchemaError,
     InvalidVersionError,
     SchemaNotFoundError,
+    SchemaRegistryError,
     SubjectCompatibilityNotConfiguredError,
     SubjectModeNotConfiguredError,
     SubjectNotFoundError,
@@ -111,9 +112,12 @@ class RegistryView:
     def _apply_schema(self, name: str, version: int, value_bytes: bytes | None) -> None:
         subject = self.subjects.setdefault(name, Subject(name))
         if value_bytes is None:
-            subject.versions.pop(version, None)
+            removed = subject.versions.pop(version, None)
             if not subject.versions:
                 del self.subjects[name]
+            if removed is not None and not self._used(removed.schema_id):
+                self._by_id.pop(removed.schema_id, None)
+                self._parsed.pop(removed.schema_id, None)
             return
         value = SchemaValue.decode(value_bytes)
         subject.versions[version] = value
@@ -174,10 +178,13 @@ class RegistryView:
         return max(subject.versions, default=0) + 1 if subject else 1
 
     # -- schemas by id ------------------------------------------------------------------------
+    def _used(self, schema_id: int) -> bool:
+        return any(entry.schema_id == schema_id for subject in self.subjects.values()
+                   for entry in subject.versions.values())
+
     def by_id(self, schema_id: int) -> SchemaValue:
         value = self._by_id.get(schema_id)
-        if value is None or not any(entry.schema_id == schema_id for subject in self.subjects.values()
-                                    for entry in subject.versions.values()):
+        if value is None:
             raise SchemaNotFoundError(f"Schema {schema_id} not found")
         return value
 
@@ -210,17 +217,13 @@ class RegistryView:
         for schema_id, value in sorted(self._by_id.items()):
             if (value.schema_type, value.references) == (schema.schema_type, schema.references) and \
                     self._canonical(schema_id) == schema.canonical:
-                try:
-                    self.by_id(schema_id)
-                except SchemaNotFoundError:
-                    continue
                 return schema_id
         return None
 
     def _canonical(self, schema_id: int) -> str | None:
         try:
             return self.parsed(schema_id).canonical
-        except InvalidSchemaError:
+        except SchemaRegistryError:  # a stored schema that no longer parses (e.g. its reference is gone)
             return None
 
     def find_in_subject(self, name: str, schema: ParsedSchema, deleted: bool = False) -> SchemaValue | None:

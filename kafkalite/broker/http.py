@@ -344,9 +344,11 @@ class BrokerApi:
         return _json_response(codec.encode_health(self.services.metadata.health()))
 
     async def api_versions(self, request: web.Request) -> web.Response:
-        routes = sorted({info.get("path", "") or info.get("formatter", "")
-                         for info in (route.resource.get_info() for route in request.app.router.routes()
-                                      if route.resource is not None)})
+        routes = sorted({path for path in (info.get("path", "") or info.get("formatter", "")
+                                            for info in (route.resource.get_info()
+                                                         for route in request.app.router.routes()
+                                                         if route.resource is not None))
+                         if not path.startswith(REGISTRY_PREFIX + "/")})  # the registry is Confluent's API
         return _json_response({"broker_id": self.config.broker_id, "version": __version__,
                                "api_version": protocol.API_VERSION, "apis": routes})
 

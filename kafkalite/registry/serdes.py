@@ -90,9 +90,14 @@ class _Serializer:
     def __init__(self, registry: RegistryClient | str, schema: str | None, topic: str | None = None, *,
                  is_key: bool = False, auto_register: bool = True, use_latest_version: bool = False,
                  subject_name_strategy: SubjectNameStrategy | str = topic_name_strategy,
-                 to_dict: Callable[[Any], Any] | None = None) -> None:
-        if schema is None and not use_latest_version:
-            raise SerializationError("give a schema, or use_latest_version=True")
+                 to_dict: Callable[[Any], Any] | None = None, schema_id: int | None = None) -> None:
+        """``schema_id`` [use.schema.id]: serialize with this registered schema, without looking
+        up or registering a subject."""
+        if schema is None and not use_latest_version and schema_id is None:
+            raise SerializationError("give a schema, a schema_id, or use_latest_version=True")
+        if isinstance(subject_name_strategy, str) and subject_name_strategy not in STRATEGIES:
+            raise SerializationError(f"unknown subject name strategy {subject_name_strategy!r}; known: "
+                                     f"{', '.join(STRATEGIES)}")
         self.client = _client(registry)
         self.schema = parse_schema(self.schema_type, schema) if schema is not None else None
         self.topic = topic
@@ -104,6 +109,13 @@ class _Serializer:
         self.to_dict = to_dict
         self._lock = threading.Lock()
         self._by_subject: dict[str, tuple[int, ParsedSchema]] = {}
+        self._fixed: tuple[int, ParsedSchema] | None = None
+        if schema_id is not None:
+            fixed = self.client.parsed(schema_id)
+            if fixed.schema_type != self.schema_type:
+                raise SerializationError(f"schema {schema_id} is a {fixed.schema_type} schema, not {self.schema_type}")
+            self._fixed = schema_id, fixed
+            self.schema = fixed
 
     def __call__(self, value: Any) -> bytes:
         return self.serialize(value, self.topic)
@@ -115,6 +127,8 @@ class _Serializer:
         return frame(schema_id, self._encode(schema, value))
 
     def _schema_for(self, topic: str | None) -> tuple[int, ParsedSchema]:
+        if self._fixed is not None:
+            return self._fixed
         record_name = self.schema.record_name() if self.schema is not None else None
         if record_name is None and self.use_latest_version and self.strategy is not topic_name_strategy:
             raise SerializationError("use_latest_version with a record name strategy needs the schema")

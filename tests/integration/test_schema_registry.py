@@ -11,6 +11,7 @@ kafkalite's deserializer and the other way round. Bad input gets Confluent's err
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -29,7 +30,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from kafkalite import KafkaConsumer, KafkaProducer, TopicPartition
 from kafkalite.registry.client import RegistryClient
 from kafkalite.registry.serdes import AvroDeserializer, AvroSerializer, JSONSchemaDeserializer, JSONSchemaSerializer
-from tests.support.cluster import BrokerCluster, free_port, running_cluster
+from tests.support.cluster import ROOT, BrokerCluster, free_port, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -272,3 +273,52 @@ def test_concurrent_registrations_on_every_broker_get_distinct_ids(cluster: Brok
         thread.join(60)
     assert errors == []
     assert len(results) == 12 and len(set(results.values())) == 12
+
+
+def run_script(script: str, *arguments: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(ROOT / "scripts" / script), *arguments], input=stdin, capture_output=True,
+                            text=True, timeout=90)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def test_avro_console_producer_and_consumer(cluster: BrokerCluster) -> None:
+    topic = f"avro-console-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    bootstrap = cluster.bootstrap.split(",")[0]
+    url = registry_url(cluster, 2)
+    schema = json.dumps({"type": "record", "name": "Reading", "fields": [
+        {"name": "sensor", "type": "string"}, {"name": "value", "type": ["null", "double"], "default": None}]})
+    lines = '{"sensor": "a", "value": {"double": 1.5}}\n{"sensor": "b", "value": null}\n'
+    produced = run_script("kafkalite-avro-console-producer.sh", "--bootstrap-server", bootstrap, "--topic", topic,
+                          "--property", f"schema.registry.url={url}", "--property", f"value.schema={schema}",
+                          stdin=lines)
+    assert produced.returncode == 0, produced.stderr
+    schema_id = RegistryClient(url).version(f"{topic}-value").schema_id
+    consumed = run_script("kafkalite-avro-console-consumer.sh", "--bootstrap-server", bootstrap, "--topic", topic,
+                          "--from-beginning", "--max-messages", "2", "--property", f"schema.registry.url={url}",
+                          "--property", "print.schema.ids=true")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f'{{"sensor": "a", "value": 1.5}}\t{schema_id}',
+                                            f'{{"sensor": "b", "value": null}}\t{schema_id}']
+    # the records are Confluent-framed Avro: confluent-kafka's deserializer reads them too
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=10_000,
+                             value_deserializer=AvroDeserializer(url))
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        assert [record.value for record in consumer][:2] == [{"sensor": "a", "value": 1.5},
+                                                             {"sensor": "b", "value": None}]
+    finally:
+        consumer.close()
+
+    bad_line = run_script("kafkalite-avro-console-producer.sh", "--bootstrap-server", bootstrap, "--topic", topic,
+                          "--property", f"schema.registry.url={url}", "--property", f"value.schema={schema}",
+                          stdin='{"sensor": 12}\n')
+    assert bad_line.returncode == 1 and "does not match the Avro schema" in bad_line.stderr
+    unknown = run_script("kafkalite-avro-console-consumer.sh", "--bootstrap-server", bootstrap, "--topic", topic,
+                         "--property", f"schema.registry.url={url}", "--property", "print.schema.idz=true")
+    assert unknown.returncode == 2 and "print.schema.idz" in unknown.stderr
+    no_url = run_script("kafkalite-avro-console-producer.sh", "--bootstrap-server", bootstrap, "--topic", topic,
+                        "--property", f"value.schema={schema}", stdin="")
+    assert no_url.returncode == 2 and "schema.registry.url" in no_url.stderr

@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer, Producer as ConfluentProducer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer as ConfluentAvroDeserializer
-from confluent_kafka.schema_registry.avro import AvroSerializer as ConfluentAvroSerializer
+from confluent_kafka.schema_registry.avro import (
+    AvroDeserializer as ConfluentAvroDeserializer,
+    AvroSerializer as ConfluentAvroSerializer,
+)
 from confluent_kafka.schema_registry.error import SchemaRegistryError as ConfluentRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 

@@ -11,6 +11,7 @@ kafkalite's deserializer and the other way round. Bad input gets Confluent's err
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import urllib.error
@@ -324,3 +325,15 @@ def test_avro_console_producer_and_consumer(cluster: BrokerCluster) -> None:
     no_url = run_script("kafkalite-avro-console-producer.sh", "--bootstrap-server", bootstrap, "--topic", topic,
                         "--property", f"value.schema={schema}", stdin="")
     assert no_url.returncode == 2 and "schema.registry.url" in no_url.stderr
+
+
+def test_readme_block_runs_as_written(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- readme-test: schema-registry -->\s*```python\n(.*?)```", readme, re.S)
+    assert match, "README has no block marked readme-test: schema-registry"
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    code = match.group(1).replace('"orders"', f'"{topic}"').replace(
+        "http://localhost:9092/registry", registry_url(cluster, 3)).replace("localhost:9092", cluster.bootstrap)
+    exec(compile(code, "README:schema-registry", "exec"), {})
+    assert capsys.readouterr().out.splitlines()[-1] == "[{'id': 1, 'item': 'book'}]"

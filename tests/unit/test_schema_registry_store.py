@@ -187,5 +187,5 @@ def test_schema_registry_listeners_option() -> None:
     assert config.schema_registry_address() == ("0.0.0.0", 8081) and config.unknown == ()
     assert BrokerConfig.from_properties({}).schema_registry_address() is None
     for bad in ("https://h:1", "http://h:1,http://h:2", "http://h:port", "h:8081"):
-        with pytest.raises(ConfigError, match="schema.registry.listeners"):
+        with pytest.raises(ConfigError, match=r"schema\.registry\.listeners"):
             BrokerConfig.from_properties({"schema.registry.listeners": bad})

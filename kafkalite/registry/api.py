@@ -20,6 +20,7 @@ Concurrency: handlers run on the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -313,7 +314,7 @@ class RegistryApi:
             version = None
         # Refuse what is already decidable here (bad schema, known duplicate) before forwarding.
         view = await self._view(request)
-        parsed = parse_schema(schema_type, text, view.resolve_references(references))
+        parsed = await asyncio.to_thread(parse_schema, schema_type, text, view.resolve_references(references))
         existing = view.find_in_subject(subject, parsed)
         if existing is not None and schema_id in (None, existing.schema_id) and view.mode(subject) != "READONLY":
             return answer({"id": existing.schema_id})
@@ -327,7 +328,7 @@ class RegistryApi:
         deleted = _flag(request, "deleted")
         view = await self._view(request)
         view.subject(subject, deleted)
-        parsed = parse_schema(schema_type, text, view.resolve_references(references))
+        parsed = await asyncio.to_thread(parse_schema, schema_type, text, view.resolve_references(references))
         found = view.find_in_subject(subject, parsed, deleted)
         if found is None:
             raise SchemaNotFoundError("Schema not found")
@@ -384,7 +385,7 @@ class RegistryApi:
         body = await _body(request)
         schema_type, text, references = _schema_fields(body)
         view = await self._view(request)
-        parsed = parse_schema(schema_type, text, view.resolve_references(references))
+        parsed = await asyncio.to_thread(parse_schema, schema_type, text, view.resolve_references(references))
         level = view.compatibility(subject)
         if version is None or version == LATEST:
             entry = view.subjects.get(subject)

@@ -8,12 +8,14 @@ compact JSON rendering with a fixed key order — so the same schema written wit
 or key order is the same schema and gets the same id. Protobuf is not supported (its schemas
 are refused as an unknown type, 42201).
 
-Thread-safety: pure functions over immutable values.
+Thread-safety: pure functions over immutable values (the parse cache has a lock).
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,8 +102,30 @@ def normalize_type(schema_type: Any) -> str:
     return upper
 
 
+_CACHE_SIZE = 512
+_cache: OrderedDict[tuple[Any, ...], ParsedSchema] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
 def parse_schema(schema_type: str, text: str, references: Sequence[ResolvedReference] = ()) -> ParsedSchema:
-    """Check ``text`` as a schema of ``schema_type`` using ``references``; 42201 when it is not one."""
+    """Check ``text`` as a schema of ``schema_type`` using ``references``; 42201 when it is not one.
+    Recent results are cached (the REST API parses a request's schema on a worker thread, then
+    its writer finds it here on the event loop)."""
+    key = (schema_type, text, tuple((item.reference, item.schema.identity) for item in references))
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is not None:
+            _cache.move_to_end(key)
+            return cached
+    parsed = _parse(schema_type, text, references)
+    with _cache_lock:
+        _cache[key] = parsed
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return parsed
+
+
+def _parse(schema_type: str, text: str, references: Sequence[ResolvedReference]) -> ParsedSchema:
     if not isinstance(text, str):
         raise InvalidSchemaError("schema must be a string")
     if len(text) > MAX_SCHEMA_CHARS:

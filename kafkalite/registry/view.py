@@ -20,7 +20,6 @@ from kafkalite.registry.errors import (
     InvalidSchemaError,
     InvalidVersionError,
     SchemaNotFoundError,
-    SchemaRegistryError,
     SubjectCompatibilityNotConfiguredError,
     SubjectModeNotConfiguredError,
     SubjectNotFoundError,
@@ -213,24 +212,18 @@ class RegistryView:
         return resolved
 
     def find_id(self, schema: ParsedSchema) -> int | None:
-        """The id the same schema already has (under any subject), if any."""
+        """The id the same schema already has (under any subject), if any. Stored schemas are
+        in canonical form (the writer stores that), so the text is compared: no parsing."""
         for schema_id, value in sorted(self._by_id.items()):
-            if (value.schema_type, value.references) == (schema.schema_type, schema.references) and \
-                    self._canonical(schema_id) == schema.canonical:
+            if (value.schema_type, value.schema, value.references) == schema.identity:
                 return schema_id
         return None
-
-    def _canonical(self, schema_id: int) -> str | None:
-        try:
-            return self.parsed(schema_id).canonical
-        except SchemaRegistryError:  # a stored schema that no longer parses (e.g. its reference is gone)
-            return None
 
     def find_in_subject(self, name: str, schema: ParsedSchema, deleted: bool = False) -> SchemaValue | None:
         subject = self.subjects.get(name)
         for value in sorted(subject.versions.values(), key=lambda v: v.version) if subject else []:
-            if (deleted or not value.deleted) and value.schema_type == schema.schema_type and \
-                    value.references == schema.references and self._canonical(value.schema_id) == schema.canonical:
+            if (deleted or not value.deleted) and \
+                    (value.schema_type, value.schema, value.references) == schema.identity:
                 return value
         return None
 

@@ -11,6 +11,7 @@ kafkalite's deserializer and the other way round. Bad input gets Confluent's err
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import threading
@@ -32,7 +33,15 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalite import KafkaConsumer, KafkaProducer, TopicPartition
 from kafkalite.registry.client import RegistryClient
-from kafkalite.registry.serdes import AvroDeserializer, AvroSerializer, JSONSchemaDeserializer, JSONSchemaSerializer
+from kafkalite.registry.errors import SubjectNotFoundError
+from kafkalite.registry.serdes import (
+    AvroDeserializer,
+    AvroSerializer,
+    JSONSchemaDeserializer,
+    JSONSchemaSerializer,
+    SerializationError,
+    unframe,
+)
 from tests.support.cluster import ROOT, BrokerCluster, free_port, running_cluster
 
 pytestmark = pytest.mark.integration
@@ -188,6 +197,18 @@ def test_json_schema_serdes_round_trip(cluster: BrokerCluster) -> None:
     framed = serializer({"page": "/home"})
     assert framed[0] == 0 and RegistryClient(url).versions("Click") == [1]
     assert JSONSchemaDeserializer(RegistryClient(registry_url(cluster, 3)))(framed) == {"page": "/home"}
+    with pytest.raises(SerializationError, match="does not match the JSON schema"):
+        serializer({"page": 3})
+    # auto-registration off: an unregistered schema is refused; use_latest_version takes the subject's latest
+    avro_topic = f"latest-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(SubjectNotFoundError):
+        AvroSerializer(url, json.dumps(ORDER_V1), topic=avro_topic, auto_register=False)(
+            {"id": 1, "item": "x", "amount": 1.0})
+    RegistryClient(url).register(f"{avro_topic}-value", json.dumps({**ORDER_V2, "namespace": "latest"}))
+    latest = AvroSerializer(url, None, topic=avro_topic, use_latest_version=True)
+    framed_latest = latest({"id": 1, "item": "x", "amount": 1.0})
+    assert AvroDeserializer(url)(framed_latest) == {"id": 1, "item": "x", "amount": 1.0, "note": ""}
+    assert unframe(framed_latest)[0] == RegistryClient(url).version(f"{avro_topic}-value").schema_id
 
 
 def test_confluent_error_bodies_for_bad_input(cluster: BrokerCluster) -> None:
@@ -337,3 +358,28 @@ def test_readme_block_runs_as_written(cluster: BrokerCluster, capsys: pytest.Cap
         "http://localhost:9092/registry", registry_url(cluster, 3)).replace("localhost:9092", cluster.bootstrap)
     exec(compile(code, "README:schema-registry", "exec"), {})
     assert capsys.readouterr().out.splitlines()[-1] == "[{'id': 1, 'item': 'book'}]"
+
+
+def test_random_bad_requests_get_4xx_error_bodies(cluster: BrokerCluster) -> None:
+    """Seeded random junk at every route: always a Confluent error body, never a 5xx."""
+    generator = random.Random(20)
+    url = registry_url(cluster, 1)
+    name = subject()
+    RegistryClient(url).register(name, json.dumps(ORDER_V1))
+    paths = [f"/subjects/{name}/versions", f"/subjects/{name}", "/compatibility/subjects/x/versions/latest",
+             "/config", f"/config/{name}", "/mode", f"/subjects/{name}/versions/1", "/schemas/ids/1"]
+    bodies: list[bytes] = [b"", b"null", b"\xff\xfe", b"[" * 5000, b'{"schema": null}', b'{"schema": "' + b"{" * 300
+                           + b'"}', b'{"schema": "\\"int\\"", "references": [{"name": 1}]}',
+                           b'{"schema": "\\"int\\"", "schemaType": 5}', b'{"compatibility": ["FULL"]}',
+                           b'{"mode": null}', b'{"schema": "\\"int\\"", "id": "seven"}',
+                           b'{"schema": "{\\"type\\": \\"enum\\", \\"name\\": \\"E\\", \\"symbols\\": 3}"}']
+    bodies += [bytes(generator.randrange(256) for _ in range(generator.randrange(1, 64))) for _ in range(20)]
+    for body in bodies:
+        for method, path in (("POST", generator.choice(paths)), ("PUT", generator.choice(paths))):
+            status, answer = call(url, method, path, raw=body)
+            assert 400 <= status < 500 or status == 200, (method, path, body[:40], status, answer)
+            assert status == 200 or isinstance(answer.get("error_code"), int), answer
+    for path in ("/subjects/a%2Fb/versions", "/subjects/%ZZ/versions", "/schemas/ids/0", "/schemas/ids/99999999999",
+                 "/subjects/" + "x" * 5000 + "/versions", f"/subjects/{name}/versions/latest/schema/extra"):
+        status, answer = call(url, "GET", path)
+        assert 400 <= status < 500 and isinstance(answer["error_code"], int), (path, status, answer)

@@ -43,6 +43,7 @@ from kafkalite.registry.view import RegistryView
 log = logging.getLogger(__name__)
 
 SCHEMAS_TOPIC = "_schemas"
+_RETRY_SECONDS = 0.1
 KeyedRecord = tuple[bytes, bytes | None]
 T = TypeVar("T")
 
@@ -117,7 +118,10 @@ class SchemaStore:
                     continue
                 except (TimeoutError, KafkaliteError) as exc:
                     log.debug("_schemas: cannot read the topic: %s", exc)
-                    return False
+                    if until is None:
+                        return False
+                    await asyncio.sleep(min(_RETRY_SECONDS, max(0.0, deadline - asyncio.get_running_loop().time())))
+                    continue  # a write must be seen: try again (the leader may be moving) until the deadline
                 if read.log_start_offset > view.next_offset:
                     view.next_offset = read.log_start_offset
                 for offset, key, value in read.records:

@@ -3,13 +3,14 @@ record format, the serdes' wire format and the ``schema.registry.listeners`` opt
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 
 from kafkalite.config import BrokerConfig
-from kafkalite.errors import ConfigError
+from kafkalite.errors import ConfigError, LeaderNotAvailableError
 from kafkalite.registry import writes
 from kafkalite.registry.errors import (
     IncompatibleSchemaError,
@@ -34,6 +35,7 @@ from kafkalite.registry.serdes import (
     topic_record_name_strategy,
     unframe,
 )
+from kafkalite.registry.store import SchemaStore, TopicRead
 from kafkalite.registry.view import LATEST, RegistryView, parse_version
 
 
@@ -189,3 +191,52 @@ def test_schema_registry_listeners_option() -> None:
     for bad in ("https://h:1", "http://h:1,http://h:2", "http://h:port", "h:8081"):
         with pytest.raises(ConfigError, match=r"schema\.registry\.listeners"):
             BrokerConfig.from_properties({"schema.registry.listeners": bad})
+
+
+class MemoryTopic:
+    """``_schemas``-0 in a list (an in-memory twin of the broker's partition); ``fail_reads``
+    makes the next reads fail as while its leader moves."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.fail_reads = 0
+
+    async def read(self, offset: int, timeout_ms: int) -> TopicRead:
+        if self.fail_reads:
+            self.fail_reads -= 1
+            raise LeaderNotAvailableError("the leader is moving")
+        chosen = [(number, key, value) for number, (key, value) in enumerate(self.records) if number >= offset]
+        return TopicRead(chosen[:2], chosen[1][0] + 1 if len(chosen) > 1 else len(self.records),
+                         len(self.records), 0)
+
+    async def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        self.records.extend(records)
+        return len(self.records) - 1
+
+    async def ensure_topic(self) -> None:
+        return None
+
+    def leader_url(self) -> str | None:
+        return None
+
+    def has_leader(self) -> bool:
+        return True
+
+
+def test_the_writer_catches_up_before_it_hands_out_an_id() -> None:
+    async def scenario() -> None:
+        topic = MemoryTopic()
+        store = SchemaStore(topic, timeout_ms=5000)
+        first, _ = await store.write(lambda view: writes.register(view, "a", AVRO, schema("A", ("x", "int")), ()))
+        # another writer (an earlier leader) appended ids the store's view has not read yet
+        foreign = SchemaValue("b", 1, 41, schema("B", ("x", "int")))
+        topic.records.append((RecordKey("SCHEMA", "b", 1).encode(), foreign.encode()))
+        topic.fail_reads = 3  # and the topic is briefly unreadable: the barrier's read retries
+        answer, offset = await store.write(lambda view: writes.register(view, "c", AVRO, schema("C", ("x", "int")),
+                                                                        ()))
+        assert first == {"id": 1} and answer == {"id": 42}
+        assert store.view.next_offset == offset + 1 == len(topic.records)
+        view = await store.read_view()
+        assert view.by_id(41).subject == "b" and view.versions("c") == [1]
+
+    asyncio.run(scenario())

@@ -23,6 +23,9 @@ from kafkalite.registry.serdes import AvroDeserializer, JSONSchemaDeserializer, 
 from kafkalite.tools import console_consumer
 from kafkalite.tools.common import UsageError, parse_bool_property, run_cli
 
+DESCRIPTION = ("Consume Avro (or JSON Schema) records in Confluent's wire format and print them as JSON. "
+               "--property schema.registry.url=URL is required; print.schema.ids=true, schema.id.separator, "
+               "key.deserializer and value.deserializer (avro, json, string), and the formatter properties.")
 PROPERTIES = frozenset({
     "schema.registry.url", "print.schema.ids", "schema.id.separator", "key.deserializer", "value.deserializer",
     "print.key", "print.value", "print.timestamp", "print.partition", "print.offset", "print.headers",
@@ -101,7 +104,7 @@ def formatter_factory(properties: dict[str, str], options: dict[str, Any]) -> co
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     try:
         return console_consumer.main(argv, out, prog="kafkalite-avro-console-consumer.sh",
-                                     formatter_factory=formatter_factory)
+                                     description=DESCRIPTION, formatter_factory=formatter_factory)
     except (SerializationError, KafkaliteError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -27,6 +27,11 @@ from kafkalite.registry.serdes import STRATEGIES, AvroSerializer, SerializationE
 from kafkalite.tools import console_producer
 from kafkalite.tools.common import UsageError, parse_bool_property, run_cli
 
+PROG = "kafkalite-avro-console-producer.sh"
+DESCRIPTION = ("Read Avro records as JSON lines from standard input and publish them in Confluent's wire format. "
+               "--property schema.registry.url=URL is required; value.schema=SCHEMA (or value.schema.file, "
+               "value.schema.id), key.schema with parse.key=true, auto.register.schemas, use.latest.version, "
+               "value.subject.name.strategy.")
 PROPERTIES = frozenset({
     "schema.registry.url", "value.schema", "value.schema.file", "value.schema.id", "key.schema", "key.schema.file",
     "key.schema.id", "auto.register.schemas", "use.latest.version", "value.subject.name.strategy",
@@ -109,10 +114,12 @@ def codecs(topic: str) -> console_producer.CodecFactory:
 
 
 def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
-    arguments = console_producer.build_parser().parse_known_args(argv)[0]
+    parser = console_producer.build_parser()
+    parser.prog, parser.description = PROG, DESCRIPTION
+    arguments = parser.parse_known_args(argv)[0]  # the topic, for the topic name strategy (and --help)
     try:
-        return console_producer.main(argv, stdin, prog="kafkalite-avro-console-producer.sh",
-                                     codecs=codecs(arguments.topic))
+        return console_producer.main(argv, stdin, prog=PROG,
+                                     description=DESCRIPTION, codecs=codecs(arguments.topic))
     except (SerializationError, SchemaRegistryError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -134,10 +134,12 @@ FormatterFactory = Callable[[dict[str, str], dict[str, Any]], Formatter]
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, *, prog: str | None = None,
-         formatter_factory: FormatterFactory | None = None) -> int:
+         description: str | None = None, formatter_factory: FormatterFactory | None = None) -> int:
     parser = build_parser()
     if prog is not None:
         parser.prog = prog
+    if description is not None:
+        parser.description = description
     arguments = parser.parse_args(argv)
     properties = parse_key_values(arguments.property, "--property")
     options = _consumer_options(arguments)

@@ -97,10 +97,12 @@ def _utf8(text: str) -> bytes:
 
 
 def main(argv: list[str] | None = None, stdin: TextIO | None = None, *, prog: str | None = None,
-         codecs: CodecFactory | None = None) -> int:
+         description: str | None = None, codecs: CodecFactory | None = None) -> int:
     parser = build_parser()
     if prog is not None:
         parser.prog = prog
+    if description is not None:
+        parser.description = description
     arguments = parser.parse_args(argv)
     properties = parse_key_values(arguments.property, "--property")
     parse_key = parse_bool_property(properties, "parse.key")

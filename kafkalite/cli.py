@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "consumer-perf-test": "kafkalite.tools.consumer_perf_test",
     "e2e-latency": "kafkalite.tools.e2e_latency",
     "storage-demo": "kafkalite.tools.storage_demo",
+    "avro-console-producer": "kafkalite.tools.avro_console_producer",
+    "avro-console-consumer": "kafkalite.tools.avro_console_consumer",
 }
 
 

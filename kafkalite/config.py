@@ -299,6 +299,7 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", parse_int, 1),
     "transaction.remove.expired.transaction.cleanup.interval.ms": _Setting(
         "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
+    "schema.registry.listeners": _Setting("schema_registry_listeners", str),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -389,6 +390,9 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    #: ``http://host:port``: also serve the schema registry at the root of this address (it is
+    #: always served under ``/registry`` on the broker's listener).
+    schema_registry_listeners: str | None = None
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
 
@@ -425,6 +429,7 @@ class BrokerConfig:
         config = cls(**changes, unknown=tuple(sorted(unknown)))
         config.advertised_listener_list()  # validates the listener settings
         config.inter_broker_listener()
+        config.schema_registry_address()
         return config
 
     @classmethod
@@ -510,6 +515,17 @@ class BrokerConfig:
         """(host, port) of the first listener."""
         first = self.listener_list()[0]
         return first.host, first.port
+
+    def schema_registry_address(self) -> tuple[str, int] | None:
+        """(host, port) of ``schema.registry.listeners`` (None when unset); anything but one
+        ``http://host:port`` is a ConfigError."""
+        value = (self.schema_registry_listeners or "").strip()
+        if not value:
+            return None
+        if "," in value or not value.lower().startswith("http://"):
+            raise ConfigError(f"schema.registry.listeners must be one http://host:port, got {value!r}")
+        listener = self._parse_listeners(value, "schema.registry.listeners")[0]
+        return listener.host, listener.port
 
     def advertised_address(self) -> tuple[str, int]:
         """(host, port) other brokers and kafkalite's HTTP clients are told: the inter-broker

@@ -48,7 +48,9 @@ The broker count and ports are remembered in DIR: later commands on DIR need no 
 They can change only while the whole cluster is stopped.
 Each broker's server.properties is config/server.properties with the broker's id,
 listener, log.dirs and zookeeper.connect, zookeeper.session.timeout.ms=6000 and
-default.replication.factor = offsets.topic.replication.factor = min(3, N).
+default.replication.factor = offsets.topic.replication.factor = min(3, N). Broker 1 also
+serves the schema registry on http://127.0.0.1:8081 (P+100 with --base-port); every broker
+serves it under http://127.0.0.1:<broker port>/registry.
 
 Exit status: 0 success, 1 a process failed to start or stop (or, for status, is down),
 2 bad arguments.
@@ -156,6 +158,13 @@ zookeeper_port() {
 
 broker_port() {
     if [[ -n "$base_port" ]]; then echo $((base_port + $1)); else echo $((9091 + $1)); fi
+}
+
+# Broker 1 also serves the schema registry at the root of this port (Confluent's default 8081;
+# base port + 100 with --base-port, above every broker port). Every broker serves it under
+# /registry on its own port too.
+schema_registry_port() {
+    if [[ -n "$base_port" ]]; then echo $((base_port + 100)); else echo 8081; fi
 }
 
 replication_factor() {
@@ -273,8 +282,11 @@ write_zookeeper_properties() {
 }
 
 write_broker_properties() {
-    local broker="$1" port
+    local broker="$1" port registry=()
     port="$(broker_port "$broker")"
+    if (( broker == 1 )); then
+        registry=("schema.registry.listeners=http://127.0.0.1:$(schema_registry_port)")
+    fi
     mkdir -p -- "$data_dir/broker-$broker"
     generate "$KAFKALITE_HOME/config/server.properties" "$(broker_properties "$broker")" \
         "broker.id=$broker" \
@@ -284,7 +296,8 @@ write_broker_properties() {
         "zookeeper.connect=127.0.0.1:$(zookeeper_port)$CHROOT" \
         "zookeeper.session.timeout.ms=6000" \
         "default.replication.factor=$(replication_factor)" \
-        "offsets.topic.replication.factor=$(replication_factor)"
+        "offsets.topic.replication.factor=$(replication_factor)" \
+        "${registry[@]}"
 }
 
 show_log_tail() {

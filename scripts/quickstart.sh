@@ -50,4 +50,6 @@ if [ -x scripts/kafkalite-consumer-groups.sh ]; then
 fi
 
 printf '\nkafkalite is running: ZooKeeper and 3 brokers (bootstrap %s).\n' "$bootstrap"
+if [ -n "$base_port" ]; then registry_port=$((base_port + 100)); else registry_port=8081; fi
+printf 'Schema registry: http://127.0.0.1:%s (and http://%s/registry on every broker).\n' "$registry_port" "$bootstrap"
 printf 'Status: scripts/kafkalite-cluster.sh status    Stop: scripts/kafkalite-cluster.sh stop\n'

@@ -55,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=10, help="how many of the most frequent keys to show")
     arguments = parser.parse_args(argv)
 
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions
+    from pyspark.sql import SparkSession, functions
 
     rows = read_topic(arguments.bootstrap_server, arguments.topic)
     spark = SparkSession.builder.master("local[2]").appName("kafkalite-topic-summary").getOrCreate()

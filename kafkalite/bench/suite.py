@@ -127,10 +127,12 @@ class Sizes:
         if quick:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
-                       p5_probe_bytes=128 * MiB, p6_records=1_000_000, tool_timeout=60.0, budget_seconds=170.0, p5_reserve_seconds=45.0)
+                       p5_probe_bytes=128 * MiB, p6_records=1_000_000, tool_timeout=60.0, budget_seconds=170.0,
+                       p5_reserve_seconds=45.0)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
-                   p5_probe_bytes=256 * MiB, p6_records=3_000_000, tool_timeout=240.0, budget_seconds=840.0, p5_reserve_seconds=180.0)
+                   p5_probe_bytes=256 * MiB, p6_records=3_000_000, tool_timeout=240.0, budget_seconds=840.0,
+                   p5_reserve_seconds=180.0)
 
 
 @dataclass

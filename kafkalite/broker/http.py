@@ -49,6 +49,7 @@ from kafkalite.errors import (
     RequestTimedOutError,
     UnknownServerError,
 )
+from kafkalite.registry.api import build_registry_app
 from kafkalite.version import __version__
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,20 @@ class HttpListener:
         return cls(runner)
 
     @classmethod
+    async def serve_app(cls, app: web.Application, host: str, port: int) -> HttpListener:
+        """Serve another application (the schema registry's own port) on ``host:port`` with the
+        same connection handling; a port that cannot be bound is a ConfigError."""
+        runner = BrokerAppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        return cls(runner)
+
+    @classmethod
     async def prepare(cls, services: BrokerServices) -> HttpListener:
         """The HTTP front end without a socket of its own: another listener hands it connections
         through :meth:`protocol_factory` (see :mod:`kafkalite.broker.listener`)."""
@@ -215,6 +230,9 @@ async def _read_body(request: web.Request) -> bytes:
 async def _json_body(request: web.Request, max_bytes: int = protocol.MAX_JSON_BODY_BYTES) -> dict[str, Any]:
     return protocol.parse_json(await _read_body(request), max_bytes)
 
+
+#: Where every broker serves the schema registry's REST API.
+REGISTRY_PREFIX = "/registry"
 
 OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
 
@@ -290,6 +308,8 @@ def build_app(services: BrokerServices) -> web.Application:
     ]
     routes += txn_http.routes(services)
     app.add_routes(routes)
+    if services.registry is not None:
+        app.add_subapp(REGISTRY_PREFIX, build_registry_app(services.registry, REGISTRY_PREFIX))
     app.on_shutdown.append(api.close_channels)
     return app
 
@@ -326,9 +346,11 @@ class BrokerApi:
         return _json_response(codec.encode_health(self.services.metadata.health()))
 
     async def api_versions(self, request: web.Request) -> web.Response:
-        routes = sorted({info.get("path", "") or info.get("formatter", "")
-                         for info in (route.resource.get_info() for route in request.app.router.routes()
-                                      if route.resource is not None)})
+        routes = sorted({path for path in (info.get("path", "") or info.get("formatter", "")
+                                            for info in (route.resource.get_info()
+                                                         for route in request.app.router.routes()
+                                                         if route.resource is not None))
+                         if not path.startswith(REGISTRY_PREFIX + "/")})  # the registry is Confluent's API
         return _json_response({"broker_id": self.config.broker_id, "version": __version__,
                                "api_version": protocol.API_VERSION, "apis": routes})
 

@@ -31,9 +31,11 @@ from kafkalite.broker.admin import AdminService
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_offsets import ReplicaOffsetLog
+from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
 from kafkalite.broker.replica import ReplicaManager
+from kafkalite.broker.schema_topic import BrokerSchemaTopic
 from kafkalite.broker.services import (
     AdminRequests,
     BrokerServices,
@@ -56,6 +58,8 @@ from kafkalite.errors import (
     ZNodeExistsError,
     ZNodeMissingError,
 )
+from kafkalite.registry.api import build_registry_app
+from kafkalite.registry.store import SchemaStore
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
@@ -98,6 +102,8 @@ class Broker:
         controller_service = ControllerService(config, self.zookeeper, self.metadata, self.controller, self.transport)
         metadata_service = MetadataService(config, self.metadata, self.admin, self.controller, self.log_manager)
         replicas = ReplicaService(self.replica_manager, controller_service)
+        records = RecordsService(config, metadata_service, replicas, self.transport, clock)
+        admin_requests = AdminRequests(config, self.admin)
         self.txn_coordinator = TransactionCoordinator(
             config, BrokerTxnTopology(config, self.metadata, self.admin),
             ReplicaTxnStateLog(config, self.replica_manager),
@@ -107,11 +113,14 @@ class Broker:
             lambda partition: self.txn_coordinator.on_leadership(partition.topic, partition.partition,
                                                                  partition.is_leader, partition.leader_epoch))
         self.replica_manager.add_marker_listener(self.group_coordinator.on_marker)
+        self.schema_store = SchemaStore(BrokerSchemaTopic(config, metadata_service, records, admin_requests),
+                                        config.request_timeout_ms)
+        self._registry_listener: HttpListener | None = None
         self.services = BrokerServices(
-            config=config, metadata=metadata_service, replicas=replicas,
-            records=RecordsService(config, metadata_service, replicas, self.transport, clock),
-            controller=controller_service, admin=AdminRequests(config, self.admin), groups=self.group_coordinator,
-            producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator)
+            config=config, metadata=metadata_service, replicas=replicas, records=records,
+            controller=controller_service, admin=admin_requests, groups=self.group_coordinator,
+            producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
+            registry=self.schema_store)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -132,6 +141,11 @@ class Broker:
         self.txn_coordinator.start()
         host, port = config.listener_address()
         self._listener = await BrokerListener.start(self.services, host, port, config.listener_list())
+        registry_address = config.schema_registry_address()
+        if registry_address is not None:
+            self._registry_listener = await HttpListener.serve_app(
+                build_registry_app(self.schema_store), *registry_address)
+            log.info("serving the schema registry on %s:%d", *registry_address)
         await self._register()
         self.replica_manager.fenced_reason = None
         await asyncio.to_thread(self._write_meta_properties, cluster_id)
@@ -161,6 +175,8 @@ class Broker:
         await self.txn_coordinator.stop()
         await self.group_coordinator.stop()
         await self.replica_manager.stop()
+        if self._registry_listener is not None:
+            await self._registry_listener.stop()
         if self._listener is not None:
             await self._listener.stop()
         self.metadata.stop()

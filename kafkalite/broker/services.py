@@ -57,6 +57,7 @@ from kafkalite.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.record.batch import build_batch, iter_batches
+from kafkalite.registry.store import SchemaStore
 from kafkalite.storage.manager import LogManager
 from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
@@ -712,3 +713,5 @@ class BrokerServices:
     groups: GroupCoordinator
     producer_ids: ProducerIdService
     transactions: TransactionCoordinator
+    #: The schema registry's store, served under /registry by the HTTP front end.
+    registry: SchemaStore | None = None

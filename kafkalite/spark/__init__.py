@@ -19,7 +19,9 @@ are case-insensitive, as in Spark): one of ``subscribe`` / ``subscribePattern`` 
 ``startingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``endingTimestamp``,
 ``endingOffsetsByTimestamp`` (batch), ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
-``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs``. A bad or unknown option raises
+``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs``, and for typed values
+``valueFormat`` (``avro``/``json``), ``schema.registry.url``, ``valueSubject``,
+``valueSchemaVersion`` (:mod:`.formats`). A bad or unknown option raises
 :class:`SparkOptionError` naming it, at ``load()`` (``schema()``) unless it depends on the kind
 of query. ``assign`` of a missing topic or partition raises UnknownTopicOrPartitionError;
 ``subscribe`` of a missing topic reads nothing and logs a warning. Sink columns: ``value``
@@ -84,6 +86,7 @@ Modules, by role (every public name is re-exported here):
 * :mod:`.offsets`: offsets in Spark's JSON form, rate limits, the driver's cluster queries
   (:class:`ClusterClient`) and the split of offset ranges into input partitions;
 * :mod:`.arrow`: the executor-side decoder of record batches into Arrow;
+* :mod:`.formats`: typed values (Avro / JSON Schema through the schema registry);
 * :mod:`.clients`: the consumer and producer opened per task;
 * :mod:`.reader`: range reads and the batch and streaming readers;
 * :mod:`.writer`: sink columns to records and the batch and streaming writers;

@@ -79,12 +79,13 @@ _SOURCE_KEYS = {
     "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
     "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
     "failondataloss", "includeheaders", "minpartitions", "maxrecordsperpartition", "kafkaconsumer.polltimeoutms",
-    *_BOOTSTRAP_KEYS,
+    *_BOOTSTRAP_KEYS, "valueformat", "schema.registry.url", "valuesubject", "valueschemaversion",
 }
 # options Spark itself adds to a writer's (writeStream's checkpointLocation and queryName)
 _SPARK_SINK_KEYS = {"checkpointlocation", "queryname", "path"}
 _SINK_KEYS = {"topic", "exactlyonce", "sinkjournaltopic", "kafkalite.acks", "kafka.acks", "kafkalite.compression.type",
-              "kafka.compression.type", "kafkalite.linger.ms", "kafka.linger.ms", *_SPARK_SINK_KEYS, *_BOOTSTRAP_KEYS}
+              "kafka.compression.type", "kafkalite.linger.ms", "kafka.linger.ms", *_SPARK_SINK_KEYS, *_BOOTSTRAP_KEYS,
+              "valueformat", "schema.registry.url", "valuesubject", "valueschemaversion"}
 _STREAM_ONLY_KEYS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
 _BATCH_ONLY_KEYS = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 _SPARK_NAMES = {
@@ -97,6 +98,7 @@ _SPARK_NAMES = {
     "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs", "exactlyonce": "exactlyOnce",
     "sinkjournaltopic": "sinkJournalTopic", "checkpointlocation": "checkpointLocation", "queryname": "queryName",
+    "valueformat": "valueFormat", "valuesubject": "valueSubject", "valueschemaversion": "valueSchemaVersion",
 }
 
 
@@ -312,6 +314,8 @@ class ReadSettings:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    #: Typed values (valueFormat avro or json), resolved on the driver; None for binary values.
+    value_format: ValueFormat | None = None
 
 
 @dataclass(frozen=True)
@@ -341,11 +345,14 @@ class SourceOptions:
             if key in options:
                 kind = "streaming" if streaming else "batch"
                 raise SparkOptionError(spark_name(key), f"is not valid for {kind} queries")
+        subscription = Subscription.parse(options)
         settings = ReadSettings(
             bootstrap_servers=_bootstrap(options),
             fail_on_data_loss=_boolean(options, "failondataloss", True),
             include_headers=_boolean(options, "includeheaders", False),
-            poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS)
+            poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
+            value_format=parse_value_format(options, subscription.topics[0] if len(subscription.topics) == 1
+                                            else None))
         strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
         if strategy not in ("error", "latest"):
             raise SparkOptionError("startingOffsetsByTimestampStrategy", f"must be error or latest, got {strategy!r}")
@@ -355,7 +362,7 @@ class SourceOptions:
         delay = DEFAULT_MAX_TRIGGER_DELAY_MS
         if "maxtriggerdelay" in options:
             delay = parse_duration_ms("maxTriggerDelay", options["maxtriggerdelay"])
-        return cls(settings=settings, subscription=Subscription.parse(options), starting=starting, ending=ending,
+        return cls(settings=settings, subscription=subscription, starting=starting, ending=ending,
                    starting_strategy=strategy,
                    max_offsets_per_trigger=_positive_int(options, "maxoffsetspertrigger"),
                    min_offsets_per_trigger=_positive_int(options, "minoffsetspertrigger"),
@@ -375,6 +382,8 @@ class SinkOptions:
     acks: str = "all"
     compression_type: str | None = None
     linger_ms: int = 5
+    #: Typed values (valueFormat avro or json) for a struct value column; None for binary/string.
+    value_format: ValueFormat | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], streaming: bool) -> SinkOptions:
@@ -399,8 +408,55 @@ class SinkOptions:
         journal = options.get("sinkjournaltopic", DEFAULT_JOURNAL_TOPIC).strip() or DEFAULT_JOURNAL_TOPIC
         return cls(bootstrap_servers=_bootstrap(options), topic=topic, exactly_once=exactly_once,
                    journal_topic=journal, acks=acks,
-                   compression_type=None if compression in ("", "none") else compression, linger_ms=max(0, linger_ms))
+                   compression_type=None if compression in ("", "none") else compression, linger_ms=max(0, linger_ms),
+                   value_format=parse_value_format(options, topic))
 
 
-def source_schema(include_headers: bool) -> str:
-    return f"{BASE_SCHEMA}, {HEADERS_FIELD}" if include_headers else BASE_SCHEMA
+# --- typed values (the schema registry; see kafkalite.spark.formats) ----------------------------------
+
+
+FORMAT_KEYS = frozenset({"valueformat", "schema.registry.url", "valuesubject", "valueschemaversion"})
+_FORMATS = {"avro": "AVRO", "json": "JSON"}
+
+
+@dataclass(frozen=True)
+class ValueFormat:
+    """A typed value format; ``schema_id``/``schema`` are filled in by :func:`resolve` on the driver."""
+
+    schema_type: str
+    registry_url: str
+    subject: str
+    version: str = "latest"
+    schema_id: int = -1
+    schema: str = ""
+
+
+def parse_value_format(options: Mapping[str, str], topic: str | None) -> ValueFormat | None:
+    """The value format the (lower-cased) options ask for, or None for binary values."""
+    kind = options.get("valueformat", "binary").strip().lower()
+    if kind == "binary":
+        for key in FORMAT_KEYS - {"valueformat"}:
+            if key in options:
+                raise SparkOptionError(key, "only applies with valueFormat avro or json")
+        return None
+    if kind not in _FORMATS:
+        raise SparkOptionError("valueFormat", f"must be binary, avro or json, got {kind!r}")
+    url = options.get("schema.registry.url", "").strip()
+    if not url:
+        raise SparkOptionError("schema.registry.url", f"valueFormat {kind} needs the schema registry's URL")
+    subject = options.get("valuesubject", "").strip()
+    if not subject:
+        if not topic:
+            raise SparkOptionError("valueSubject", "name the subject (or read or write exactly one topic, whose "
+                                                   "<topic>-value subject is used)")
+        subject = f"{topic}-value"
+    version = options.get("valueschemaversion", "latest").strip().lower()
+    if version != "latest" and not version.isdigit():
+        raise SparkOptionError("valueSchemaVersion", f"must be latest or a version number, got {version!r}")
+    return ValueFormat(_FORMATS[kind], url, subject, version)
+
+
+def source_schema(include_headers: bool, value_ddl: str | None = None) -> str:
+    """The source schema; ``value_ddl`` types the value column (valueFormat avro or json)."""
+    base = BASE_SCHEMA if value_ddl is None else BASE_SCHEMA.replace("value binary", f"value {value_ddl}")
+    return f"{base}, {HEADERS_FIELD}" if include_headers else base

@@ -28,6 +28,7 @@ from kafkalite.client.types import TopicPartition
 from kafkalite.errors import KafkaTimeoutError, OffsetOutOfRangeError
 from kafkalite.spark.arrow import ArrowBatchDecoder
 from kafkalite.spark.clients import open_consumer
+from kafkalite.spark.formats import typed_batch
 from kafkalite.spark.offsets import (
     ClusterClient,
     OffsetRangePartition,
@@ -99,12 +100,18 @@ def read_offset_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
                 if position >= part.until_offset:
                     break
             if pending_rows >= YIELD_ROWS or pending_bytes >= YIELD_BYTES:
-                yield pa.concat_batches(pending) if len(pending) > 1 else pending[0]
+                yield _typed(pa.concat_batches(pending) if len(pending) > 1 else pending[0], part)
                 pending, pending_rows, pending_bytes = [], 0, 0
         if pending:
-            yield pa.concat_batches(pending) if len(pending) > 1 else pending[0]
+            yield _typed(pa.concat_batches(pending) if len(pending) > 1 else pending[0], part)
     finally:
         consumer.close()
+
+
+def _typed(batch: pa.RecordBatch, part: OffsetRangePartition) -> pa.RecordBatch:
+    """The batch with its values decoded when the source reads typed values (valueFormat)."""
+    value_format = part.settings.value_format
+    return batch if value_format is None else typed_batch(batch, value_format, part.topic, part.partition)
 
 
 def _after_out_of_range(consumer: Any, tp: TopicPartition, position: int, part: OffsetRangePartition) -> int:

@@ -24,8 +24,9 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Shor
 
 from kafkalite.errors import KafkaliteError
 from kafkalite.spark.clients import SinkRow, open_producer
+from kafkalite.spark.formats import encode_column
 from kafkalite.spark.journal import SinkJournal, WrittenRecords
-from kafkalite.spark.options import SinkOptions, SparkOptionError
+from kafkalite.spark.options import SinkOptions, SparkOptionError, ValueFormat
 from kafkalite.spark.pauses import pause_for_tests
 
 # One logger for the whole data source, as when it was one module: log settings keep working.
@@ -49,9 +50,12 @@ class SinkColumns:
     topic: bool = False
     partition: bool = False
     headers: bool = False
+    #: The resolved format of a typed value column (valueFormat avro or json).
+    value_format: ValueFormat | None = None
 
     @classmethod
-    def check(cls, schema: StructType, topic_option: str | None) -> SinkColumns:
+    def check(cls, schema: StructType, topic_option: str | None,
+              value_format: ValueFormat | None = None) -> SinkColumns:
         fields = {item.name.lower(): item.dataType for item in schema.fields}
 
         def text_or_binary(name: str) -> bool:
@@ -63,7 +67,7 @@ class SinkColumns:
         if "value" not in fields:
             raise SparkOptionError("value", "the DataFrame written to kafkalite needs a value column "
                                             "(string or binary)")
-        value_is_string = text_or_binary("value")
+        value_is_string = text_or_binary("value") if value_format is None else False
         key = "key" in fields
         key_is_string = text_or_binary("key") if key else False
         topic = "topic" in fields
@@ -87,7 +91,7 @@ class SinkColumns:
             if not ok:
                 raise SparkOptionError("headers", "the headers column must be array<struct<key: string, "
                                                   f"value: binary>>, got {data_type.simpleString()}")
-        return cls(value_is_string, key, key_is_string, topic and not topic_option, partition, headers)
+        return cls(value_is_string, key, key_is_string, topic and not topic_option, partition, headers, value_format)
 
 
 
@@ -103,7 +107,10 @@ def arrow_rows(batch: pa.RecordBatch, columns: SinkColumns, topic_option: str | 
     """(topic, partition, key, value, headers) per row of an input Arrow batch."""
     names = {name.lower(): index for index, name in enumerate(batch.schema.names)}
     count = batch.num_rows
-    values = _binary_list(batch.column(names["value"]), columns.value_is_string)
+    if columns.value_format is not None:
+        values = encode_column(batch.column(names["value"]), columns.value_format)
+    else:
+        values = _binary_list(batch.column(names["value"]), columns.value_is_string)
     keys = _binary_list(batch.column(names["key"]), columns.key_is_string) if columns.key else [None] * count
     if columns.topic:
         topics = batch.column(names["topic"]).to_pylist()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from kafkalite.client import KafkaConsumer, TopicPartition
@@ -127,9 +128,22 @@ def _consumer_options(arguments: Any) -> dict[str, Any]:
     return options
 
 
-def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
-    formatter = Formatter(parse_key_values(arguments.property, "--property"))
+#: Given the ``--property`` values and the consumer's options (which it may extend, e.g. with
+#: deserializers), the formatter to print records with (the Avro console consumer passes one).
+FormatterFactory = Callable[[dict[str, str], dict[str, Any]], Formatter]
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, *, prog: str | None = None,
+         description: str | None = None, formatter_factory: FormatterFactory | None = None) -> int:
+    parser = build_parser()
+    if prog is not None:
+        parser.prog = prog
+    if description is not None:
+        parser.description = description
+    arguments = parser.parse_args(argv)
+    properties = parse_key_values(arguments.property, "--property")
+    options = _consumer_options(arguments)
+    formatter = formatter_factory(properties, options) if formatter_factory is not None else Formatter(properties)
     if arguments.offset is not None and arguments.partition is None:
         raise UsageError("--offset needs --partition")
     if arguments.partition is not None and arguments.group:
@@ -137,7 +151,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if arguments.max_messages is not None and arguments.max_messages < 0:
         raise UsageError("--max-messages must not be negative")
     output = out or sys.stdout
-    consumer = KafkaConsumer(**_consumer_options(arguments))
+    consumer = KafkaConsumer(**options)
     count = 0
     try:
         if arguments.partition is not None:

@@ -6,6 +6,7 @@ the tool waits for every send to be acknowledged before it exits and exits 1 if 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from kafkalite.client import KafkaProducer
@@ -84,8 +85,25 @@ def _producer_options(arguments: Any) -> dict[str, Any]:
     return options
 
 
-def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
+#: Turns a line's text into the value handed to the producer (the plain tool: its UTF-8 bytes).
+LineCodec = Callable[[str], Any]
+#: Given the ``--property`` values and the producer's options (which it may extend, e.g. with
+#: serializers), the codecs of a line's key and value (the Avro console producer passes one).
+CodecFactory = Callable[[dict[str, str], dict[str, Any]], tuple[LineCodec, LineCodec]]
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+def main(argv: list[str] | None = None, stdin: TextIO | None = None, *, prog: str | None = None,
+         description: str | None = None, codecs: CodecFactory | None = None) -> int:
+    parser = build_parser()
+    if prog is not None:
+        parser.prog = prog
+    if description is not None:
+        parser.description = description
+    arguments = parser.parse_args(argv)
     properties = parse_key_values(arguments.property, "--property")
     parse_key = parse_bool_property(properties, "parse.key")
     ignore_error = parse_bool_property(properties, "ignore.error")
@@ -93,6 +111,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     if parse_key and not separator:
         raise UsageError("key.separator must not be empty")
     options = _producer_options(arguments)
+    encode_key, encode_value = codecs(properties, options) if codecs is not None else (_utf8, _utf8)
     source: TextIO
     if "file" in properties:
         try:
@@ -125,14 +144,14 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
                 if separator not in text:
                     message = f"No key separator found on line number {number}: '{text}'"
                     if ignore_error:
-                        key, value = None, text.encode("utf-8")
+                        key, value = None, encode_value(text)
                     else:
                         raise UsageError(message)
                 else:
                     key_text, _, value_text = text.partition(separator)
-                    key, value = key_text.encode("utf-8"), value_text.encode("utf-8")
+                    key, value = encode_key(key_text), encode_value(value_text)
             else:
-                value = text.encode("utf-8")
+                value = encode_value(text)
             future = producer.send(arguments.topic, value=value, key=key)
             future.add_errback(on_error)
             if arguments.sync:

@@ -53,7 +53,7 @@ def _leader(client: Any, topic: str, partition: int) -> int:
     """The leader of ``topic``/``partition`` in a Kafka Metadata answer (-1 when none or unknown)."""
     try:
         metadata = client.list_topics(topic, timeout=5)
-    except Exception:  # noqa: BLE001 - KafkaException while no broker answers: ask again
+    except Exception:
         return -1
     partitions = metadata.topics[topic].partitions
     return int(partitions[partition].leader) if partition in partitions else -1

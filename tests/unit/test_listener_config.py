@@ -35,7 +35,8 @@ def test_internal_and_external_listeners() -> None:
     # other brokers (replica fetches) and kafkalite's HTTP metadata use the inter-broker listener
     assert two.advertised_address() == ("broker-1", 9092)
     # without inter.broker.listener.name and without a PLAINTEXT listener: the first listener
-    first = config(listeners="A://127.0.0.1:1,B://127.0.0.1:2", listener_security_protocol_map="A:PLAINTEXT,B:PLAINTEXT")
+    first = config(listeners="A://127.0.0.1:1,B://127.0.0.1:2",
+                   listener_security_protocol_map="A:PLAINTEXT,B:PLAINTEXT")
     assert first.inter_broker_listener().name == "A"
     # a listener left out of advertised.listeners advertises its own address
     partial = config(listeners="A://10.0.0.5:1,B://0.0.0.0:2", advertised_listeners="A://a.example:1",

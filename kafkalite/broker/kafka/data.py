@@ -226,7 +226,8 @@ async def describe_cluster(context: KafkaRequestContext, request: Any) -> KafkaA
                 "endpoint_type": request.endpoint_type}
     result = context.services.metadata.describe_cluster()
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": result.cluster_id, "controller_id": result.controller_id, "brokers": _brokers(context, result),
+            "cluster_id": result.cluster_id, "controller_id": result.controller_id,
+            "brokers": _brokers(context, result),
             "cluster_authorized_operations": -2147483648}
 
 

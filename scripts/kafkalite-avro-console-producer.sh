@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# kafkalite-avro-console-producer.sh: see --help (Confluent's kafka-avro-console-producer flags:
+# --property schema.registry.url=... value.schema=...).
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+kafkalite_tool kafkalite.tools.avro_console_producer "$@"

@@ -17,8 +17,12 @@
   consumer against the kafkalite broker, printed beside the same runs against librdkafka's
   built-in mock cluster (``test.mock.num.brokers=1``), with :mod:`kafkalite.bench.kafka_clients`
   (targets: produce ≥ 1,000,000 records/s and ≥ 0.8× the mock; consume ≥ 1,500,000 records/s).
+* **P7** transactional producers, 3 brokers, replication factor 3, acks=all,
+  ``min.insync.replicas=2``: ``send()`` in transactions of 100 and of 10,000 records, printed
+  beside the same producer idempotent without transactions, with
+  :mod:`kafkalite.bench.transactions` (target at 10,000 records per transaction ≥ 0.8× idempotent).
 
-P1–P4 (and P6, with its own program) run the command-line tools (``kafkalite.tools.producer_perf_test``,
+P1–P4 (and P6 and P7, with their own programs) run the command-line tools (``kafkalite.tools.producer_perf_test``,
 ``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
 itself: one ZooKeeper, then 1 broker (P1, P3), then 3 brokers (P2, P4), all on free loopback
 ports under a temporary directory. Each tool run reports its wall time and the CPU seconds of
@@ -72,7 +76,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS_PATH = ROOT / "docs" / "performance.md"
 RESULTS_START = "<!-- benchmark-suite-results:start -->"
 RESULTS_END = "<!-- benchmark-suite-results:end -->"
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6")
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -117,6 +121,8 @@ class Sizes:
     p5_small_bytes: int
     p5_probe_bytes: int
     p6_records: int
+    p7_records: int
+    p7_small_records: int
     tool_timeout: float
     budget_seconds: float
     p5_reserve_seconds: float
@@ -127,11 +133,13 @@ class Sizes:
         if quick:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
-                       p5_probe_bytes=128 * MiB, p6_records=1_000_000, tool_timeout=60.0, budget_seconds=170.0,
+                       p5_probe_bytes=128 * MiB, p6_records=1_000_000, p7_records=300_000, p7_small_records=30_000,
+                       tool_timeout=60.0, budget_seconds=170.0,
                        p5_reserve_seconds=45.0)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
-                   p5_probe_bytes=256 * MiB, p6_records=3_000_000, tool_timeout=240.0, budget_seconds=840.0,
+                   p5_probe_bytes=256 * MiB, p6_records=3_000_000, p7_records=1_000_000, p7_small_records=100_000,
+                   tool_timeout=240.0, budget_seconds=840.0,
                    p5_reserve_seconds=180.0)
 
 
@@ -481,7 +489,7 @@ def run_kafka_protocol(cluster: BrokerCluster, runner: Runner, sizes: Sizes, row
 
 def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
                       rows: list[Row]) -> None:
-    """P2 and P4 on a 3-broker cluster."""
+    """P2, P4 and P7 on a 3-broker cluster."""
     cluster = environment.start_cluster(3)
     runner.broker_pids = environment.broker_pids()
     bootstrap = cluster.bootstrap
@@ -497,22 +505,67 @@ def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wa
                              400_000, producer_arguments("p2-bulk", sizes.p2_bulk, bootstrap, "all", MiB, True))
         rows.append(row)
     if "P4" in wanted:
-        cluster.create_topic("p4-latency", partitions=1, replication_factor=3, configs=topic_configs)
-        cluster.wait_in_sync("p4-latency", timeout=60)
-        label = "P4 end-to-end latency at 10,000 records/s, acks=all, RF=3"
-        target = "p50 <= 2 ms, p99 <= 5 ms, p99.9 <= 14 ms"
-        run = runner.run("kafkalite.tools.e2e_latency",
-                         [bootstrap, "p4-latency", str(sizes.p4_records), "all", str(RECORD_SIZE), "--rate", "10000"],
-                         label)
-        figures = latency_figures(run)
-        problem = run.failure()
-        if figures is None:
-            rows.append(Row(label, problem or "no result lines", target, "skipped" if run.skipped else "missed"))
-            return
-        figure = (f"p50 {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms, p99.9 {figures['p999']:.2f} ms "
-                  f"(avg {figures.get('average', float('nan')):.2f} ms; {figures.get('rate', 0):,.0f} records/s sent, "
-                  f"{int(figures.get('lost', 0))} lost)")
-        met = (problem is None and figures["p50"] <= 2 and figures["p99"] <= 5 and figures["p999"] <= 14)
+        rows.append(run_latency(cluster, runner, sizes, topic_configs))
+    if "P7" in wanted:
+        run_transactions(cluster, runner, sizes, topic_configs, rows)
+
+
+def run_latency(cluster: BrokerCluster, runner: Runner, sizes: Sizes, topic_configs: dict[str, str]) -> Row:
+    """P4: end-to-end latency at a fixed rate with ``kafkalite.tools.e2e_latency``."""
+    cluster.create_topic("p4-latency", partitions=1, replication_factor=3, configs=topic_configs)
+    cluster.wait_in_sync("p4-latency", timeout=60)
+    label = "P4 end-to-end latency at 10,000 records/s, acks=all, RF=3"
+    target = "p50 <= 2 ms, p99 <= 5 ms, p99.9 <= 14 ms"
+    arguments = [cluster.bootstrap, "p4-latency", str(sizes.p4_records), "all", str(RECORD_SIZE), "--rate", "10000"]
+    run = runner.run("kafkalite.tools.e2e_latency", arguments, label)
+    figures = latency_figures(run)
+    problem = run.failure()
+    if figures is None:
+        return Row(label, problem or "no result lines", target, "skipped" if run.skipped else "missed")
+    figure = (f"p50 {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms, p99.9 {figures['p999']:.2f} ms "
+              f"(avg {figures.get('average', float('nan')):.2f} ms; {figures.get('rate', 0):,.0f} records/s sent, "
+              f"{int(figures.get('lost', 0))} lost)")
+    met = (problem is None and figures["p50"] <= 2 and figures["p99"] <= 5 and figures["p999"] <= 14)
+    return Row(label, figure, target, verdict(met))
+
+
+TXN_LINE = re.compile(r"^txn produce (?P<label>idempotent|transactional (?P<size>\d+)): (?P<records>\d+) records in "
+                      r"(?P<seconds>[\d.]+) s, (?P<rate>[\d.]+|inf) records/s")
+
+
+def run_transactions(cluster: BrokerCluster, runner: Runner, sizes: Sizes, topic_configs: dict[str, str],
+                     rows: list[Row]) -> None:
+    """P7: transactional against idempotent throughput with :mod:`kafkalite.bench.transactions`."""
+    topic = "p7-transactions"
+    cluster.create_topic(topic, partitions=1, replication_factor=3, configs=topic_configs)
+    cluster.wait_in_sync(topic, timeout=60)
+    run = runner.run("kafkalite.bench.transactions",
+                     ["--bootstrap", cluster.bootstrap, "--topic", topic, "--records", str(sizes.p7_records),
+                      "--small-transaction-records", str(sizes.p7_small_records),
+                      "--transaction-records", "100,10000"],
+                     "P7 transactional vs idempotent producer")
+    figures: dict[str, float] = {}
+    for line in run.lines:
+        match = TXN_LINE.match(line)
+        if match:
+            figures[match["size"] or "idempotent"] = float(match["rate"])
+    problem = run.failure()
+    setting = "3 brokers, RF=3, acks=all, min.insync.replicas=2"
+    idempotent = figures.get("idempotent")
+    if idempotent is None:
+        rows.append(Row(f"P7 idempotent send(), {setting}", problem or "no result line", "reference",
+                        "skipped" if run.skipped else "missed"))
+    else:
+        rows.append(Row(f"P7 idempotent send(), {setting}", f"{idempotent:,.0f} records/s", "reference", "met"))
+    for size, target in (("100", "reported beside idempotent"), ("10000", ">= 0.8x idempotent")):
+        label = f"P7 transactional send(), {int(size):,} records per transaction, {setting}"
+        rate = figures.get(size)
+        if rate is None:
+            rows.append(Row(label, problem or "no result line", target, "skipped" if run.skipped else "missed"))
+            continue
+        ratio = rate / idempotent if idempotent else 0.0
+        figure = f"{rate:,.0f} records/s ({ratio:.2f}x idempotent)"
+        met = problem is None and (size == "100" or ratio >= 0.8)
         rows.append(Row(label, figure, target, verdict(met)))
 
 
@@ -656,7 +709,7 @@ def _raise_interrupt(signal_number: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios, print the table, write the docs; 0, 1 on failure, 130 interrupted."""
-    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P5) and print "
+    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P7) and print "
                                      "one markdown table of the figures against the targets.")
     parser.add_argument("--quick", action="store_true", help="fewer records and a 1 GB log (under 3 minutes)")
     parser.add_argument("--only", metavar="P1,P3", help="run only these scenarios (comma-separated)")
@@ -694,11 +747,11 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(sizes.tool_timeout, deadline, cpu_notes)
         if "P5" in wanted:
             runner.reserve = sizes.p5_reserve_seconds
-        if {"P1", "P2", "P3", "P4", "P6"} & set(wanted):
+        if {"P1", "P2", "P3", "P4", "P6", "P7"} & set(wanted):
             environment = Environment(directory)
             if {"P1", "P3", "P6"} & set(wanted):
                 run_single_broker(environment, runner, sizes, set(wanted), rows)
-            if {"P2", "P4"} & set(wanted):
+            if {"P2", "P4", "P7"} & set(wanted):
                 run_three_brokers(environment, runner, sizes, set(wanted), rows)
             environment.close()
             environment = None

@@ -19,7 +19,8 @@ are case-insensitive, as in Spark): one of ``subscribe`` / ``subscribePattern`` 
 ``startingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``endingTimestamp``,
 ``endingOffsetsByTimestamp`` (batch), ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``, ``failOnDataLoss``, ``includeHeaders``, ``minPartitions``,
-``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs``, and for typed values
+``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs``, ``kafka.isolation.level``
+(``read_committed``, the default, or ``read_uncommitted``), and for typed values
 ``valueFormat`` (``avro``/``json``), ``schema.registry.url``, ``valueSubject``,
 ``valueSchemaVersion`` (:mod:`.formats`). A bad or unknown option raises
 :class:`SparkOptionError` naming it, at ``load()`` (``schema()``) unless it depends on the kind
@@ -29,8 +30,11 @@ of query. ``assign`` of a missing topic or partition raises UnknownTopicOrPartit
 ``partition``; extra columns are ignored.
 
 Reading. Offsets are planned per topic-partition on the driver and read by executors in
-half-open ranges ``[from, until)``, never past the high watermark (the end offset a consumer
-sees). ``minPartitions`` / ``maxRecordsPerPartition`` split big ranges. Executors fetch through
+half-open ranges ``[from, until)``, never past the end offset a consumer of the source's
+isolation level sees: the last stable offset under read_committed (an open transaction holds
+reads there until it ends; aborted records are skipped), the high watermark under
+read_uncommitted. Transaction markers take an offset each and are never rows.
+``minPartitions`` / ``maxRecordsPerPartition`` split big ranges. Executors fetch through
 :class:`~kafkalite.client.KafkaConsumer`'s bulk path (whole record batches, prefetched) and
 decode each record batch straight into a pyarrow RecordBatch with vectorised kernels
 (:class:`ArrowBatchDecoder`): no Python object is made per record on the common path.
@@ -124,6 +128,7 @@ from kafkalite.spark.options import (
     FETCH_MAX_PARTITION_BYTES,
     HEADERS_FIELD,
     IDLE_CHECK_MS,
+    ISOLATION_LEVELS,
     JOURNAL_PARTITIONS,
     SCAN_CLOCK_MARGIN_MS,
     SOURCE_NAME,
@@ -169,7 +174,8 @@ from kafkalite.spark.writer import (
 __all__ = [
     "ArrowBatchDecoder", "AttemptRecord", "BASE_SCHEMA", "ClusterClient", "DEFAULT_JOURNAL_TOPIC",
     "DEFAULT_MAX_TRIGGER_DELAY_MS", "DEFAULT_POLL_TIMEOUT_MS", "DataLossError", "FETCH_MAX_BYTES",
-    "FETCH_MAX_PARTITION_BYTES", "HEADERS_FIELD", "IDLE_CHECK_MS", "JOURNAL_PARTITIONS", "JournalState",
+    "FETCH_MAX_PARTITION_BYTES", "HEADERS_FIELD", "IDLE_CHECK_MS", "ISOLATION_LEVELS", "JOURNAL_PARTITIONS",
+    "JournalState",
     "KafkaliteBatchReader", "KafkaliteBatchWriter", "KafkaliteDataSource", "KafkaliteStreamReader",
     "KafkaliteStreamWriter", "OffsetRangePartition", "OffsetSpec", "Offsets", "PAUSE_DIRECTORY_ENV", "PAUSE_POINTS",
     "PAUSE_POINT_ENV", "ReadSettings", "RejectedStreamReader", "SCAN_CLOCK_MARGIN_MS", "SOURCE_NAME", "SinkColumns",

@@ -14,14 +14,17 @@ from kafkalite.spark.options import FETCH_MAX_BYTES, FETCH_MAX_PARTITION_BYTES, 
 SinkRow = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
-def open_consumer(bootstrap_servers: str, client_id: str) -> Any:
-    """A consumer for reading offset ranges: no group, no auto-commit, no auto-created topics."""
+def open_consumer(bootstrap_servers: str, client_id: str, isolation_level: str = "read_uncommitted") -> Any:
+    """A consumer for reading offset ranges: no group, no auto-commit, no auto-created topics.
+
+    The source's range reads pass its ``isolation_level``; the sink's journal and recovery scan
+    keep read_uncommitted (they look for what their own non-transactional producers wrote)."""
     from kafkalite.client.consumer import KafkaConsumer
 
     return KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id=client_id, enable_auto_commit=False,
                          auto_offset_reset="none", allow_auto_create_topics=False,
                          max_partition_fetch_bytes=FETCH_MAX_PARTITION_BYTES, fetch_max_bytes=FETCH_MAX_BYTES,
-                         fetch_max_wait_ms=200)
+                         fetch_max_wait_ms=200, isolation_level=isolation_level)
 
 
 def open_producer(options: SinkOptions, client_id: str) -> Any:

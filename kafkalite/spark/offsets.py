@@ -19,7 +19,7 @@ from pyspark.sql.datasource import InputPartition
 
 from kafkalite import protocol
 from kafkalite.client.types import TopicPartition
-from kafkalite.spark.options import OffsetSpec, ReadSettings, SparkOptionError, Subscription
+from kafkalite.spark.options import ISOLATION_LEVELS, OffsetSpec, ReadSettings, SparkOptionError, Subscription
 
 # One logger for the whole data source, as when it was one module: log settings keep working.
 log = logging.getLogger("kafkalite.spark")
@@ -76,10 +76,18 @@ def rate_limit(limit: int, start: Offsets, end: Offsets, earliest_of_new: Offset
 
 
 class ClusterClient:
-    """Topic, partition and offset look-ups for planning (driver only; one thread)."""
+    """Topic, partition and offset look-ups for planning (driver only; one thread).
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    Offsets are listed with ``isolation_level``, the source's: under read_committed, latest is
+    the last stable offset (an open transaction holds a read there), under read_uncommitted the
+    high watermark."""
+
+    def __init__(self, bootstrap_servers: str, isolation_level: str = ISOLATION_LEVELS[0]) -> None:
+        if isolation_level not in ISOLATION_LEVELS:
+            raise SparkOptionError("kafka.isolation.level",
+                                   f"must be read_committed or read_uncommitted, got {isolation_level!r}")
         self.bootstrap_servers = bootstrap_servers
+        self.isolation_level = isolation_level
         self.admin = self._connect()
         self._warned_missing: set[str] = set()
 
@@ -96,12 +104,12 @@ class ClusterClient:
 
         answers: dict[TopicPartition, Any]
         try:
-            answers = self.admin.list_offsets(query)
+            answers = self.admin.list_offsets(query, isolation_level=self.isolation_level)
         except UnknownTopicOrPartitionError:
             # the admin client's cached metadata may predate partitions added since: start afresh
             self.admin.close()
             self.admin = self._connect()
-            answers = self.admin.list_offsets(query)
+            answers = self.admin.list_offsets(query, isolation_level=self.isolation_level)
         return answers
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:

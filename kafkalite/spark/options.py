@@ -40,6 +40,8 @@ SCAN_CLOCK_MARGIN_MS = 5 * 60 * 1000
 YIELD_ROWS = 65_536
 IDLE_CHECK_MS = 2_000
 YIELD_BYTES = 16 * 1024 * 1024
+#: The source's isolation levels (option ``kafka.isolation.level``); the first is the default.
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
 
@@ -74,12 +76,13 @@ def report_data_loss(fail_on_data_loss: bool, message: str) -> None:
 
 
 _BOOTSTRAP_KEYS = ("kafkalite.bootstrap.servers", "kafka.bootstrap.servers")
+_ISOLATION_KEYS = ("kafkalite.isolation.level", "kafka.isolation.level")
 _SOURCE_KEYS = {
     "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets", "startingtimestamp",
     "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
     "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
     "failondataloss", "includeheaders", "minpartitions", "maxrecordsperpartition", "kafkaconsumer.polltimeoutms",
-    *_BOOTSTRAP_KEYS, "valueformat", "schema.registry.url", "valuesubject", "valueschemaversion",
+    *_BOOTSTRAP_KEYS, *_ISOLATION_KEYS, "valueformat", "schema.registry.url", "valuesubject", "valueschemaversion",
 }
 # options Spark itself adds to a writer's (writeStream's checkpointLocation and queryName)
 _SPARK_SINK_KEYS = {"checkpointlocation", "queryname", "path"}
@@ -119,7 +122,8 @@ def _check_known(options: Mapping[str, str], known: set[str], role: str) -> None
         if key not in known:
             hint = ""
             if key.startswith(("kafka.", "kafkalite.")):
-                hint = " (client settings other than bootstrap.servers are not supported)"
+                supported = ", ".join(sorted(name for name in known if name.startswith("kafka.")))
+                hint = f" (the client settings it takes are {supported}, or kafkalite.* alike)"
             else:
                 close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
                 if close:
@@ -134,6 +138,18 @@ def _bootstrap(options: Mapping[str, str]) -> str:
             return value
     raise SparkOptionError("kafkalite.bootstrap.servers",
                            "required (host:port[,host:port...]; kafka.bootstrap.servers is accepted too)")
+
+
+def _isolation_level(options: Mapping[str, str]) -> str:
+    """``kafka.isolation.level`` (or ``kafkalite.isolation.level``): read_committed (default) or
+    read_uncommitted, in any letter case."""
+    for key in _ISOLATION_KEYS:
+        if key in options:
+            value = options[key].strip().lower()
+            if value in ISOLATION_LEVELS:
+                return value
+            raise SparkOptionError(key, f"must be read_committed or read_uncommitted, got {options[key]!r}")
+    return ISOLATION_LEVELS[0]
 
 
 def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
@@ -314,6 +330,9 @@ class ReadSettings:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    #: read_committed (default): records of open or aborted transactions are not read and reads
+    #: end at the last stable offset; read_uncommitted: every record up to the high watermark.
+    isolation_level: str = ISOLATION_LEVELS[0]
     #: Typed values (valueFormat avro or json), resolved on the driver; None for binary values.
     value_format: ValueFormat | None = None
 
@@ -351,6 +370,7 @@ class SourceOptions:
             fail_on_data_loss=_boolean(options, "failondataloss", True),
             include_headers=_boolean(options, "includeheaders", False),
             poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
+            isolation_level=_isolation_level(options),
             value_format=parse_value_format(options, subscription.topics[0] if len(subscription.topics) == 1
                                             else None))
         strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()

@@ -56,13 +56,16 @@ def read_offset_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     batches combined into one of about YIELD_ROWS rows (Spark handles big batches faster).
 
     Data that is gone (below the log start, or above a truncated end) follows failOnDataLoss.
+    The consumer reads with the source's isolation level: under read_committed the records of
+    aborted transactions are not returned. Offsets no returned batch covers (transaction markers,
+    aborted records) are passed by following the consumer's own position.
     """
     if part.from_offset >= part.until_offset:
         return
     settings = part.settings
     tp = TopicPartition(part.topic, part.partition)
     decoder = ArrowBatchDecoder(part.topic, part.partition, settings.include_headers)
-    consumer = open_consumer(settings.bootstrap_servers, "kafkalite-spark-reader")
+    consumer = open_consumer(settings.bootstrap_servers, "kafkalite-spark-reader", settings.isolation_level)
     try:
         consumer.assign([tp])
         consumer.seek(tp, part.from_offset)
@@ -78,14 +81,7 @@ def read_offset_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
                 if position < part.until_offset:
                     consumer.seek(tp, position)
                 continue
-            if not fetched:
-                idle_ms = (time.monotonic() - idle_since) * 1000
-                if idle_ms >= min(IDLE_CHECK_MS, settings.poll_timeout_ms):
-                    position = _after_stall(consumer, tp, position, part, idle_ms >= settings.poll_timeout_ms)
-                    if idle_ms >= settings.poll_timeout_ms:
-                        idle_since = time.monotonic()
-                continue
-            idle_since = time.monotonic()
+            before = position
             for item in fetched:
                 low = max(item.first_offset, position)
                 high = min(item.next_offset, part.until_offset)
@@ -99,6 +95,19 @@ def read_offset_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
                     pending_bytes += decoded.nbytes
                 if position >= part.until_offset:
                     break
+            if position < part.until_offset:
+                # control batches (transaction markers) and, under read_committed, aborted records
+                # take offsets no handed-out batch covers; the consumer's position moves past them,
+                # also in a poll that hands out nothing (a fetch of nothing but such batches)
+                position = max(position, min(consumer.position(tp), part.until_offset))
+            if position > before:
+                idle_since = time.monotonic()
+            else:
+                idle_ms = (time.monotonic() - idle_since) * 1000
+                if idle_ms >= min(IDLE_CHECK_MS, settings.poll_timeout_ms):
+                    position = _after_stall(consumer, tp, position, part, idle_ms >= settings.poll_timeout_ms)
+                    if idle_ms >= settings.poll_timeout_ms:
+                        idle_since = time.monotonic()
             if pending_rows >= YIELD_ROWS or pending_bytes >= YIELD_BYTES:
                 yield _typed(pa.concat_batches(pending) if len(pending) > 1 else pending[0], part)
                 pending, pending_rows, pending_bytes = [], 0, 0
@@ -114,8 +123,15 @@ def _typed(batch: pa.RecordBatch, part: OffsetRangePartition) -> pa.RecordBatch:
     return batch if value_format is None else typed_batch(batch, value_format, part.topic, part.partition)
 
 
+def _end_of(part: OffsetRangePartition) -> str:
+    """What the consumer's end offset is under the range's isolation level."""
+    return "the last stable offset is" if part.settings.isolation_level == "read_committed" else "the log ends at"
+
+
 def _after_out_of_range(consumer: Any, tp: TopicPartition, position: int, part: OffsetRangePartition) -> int:
-    """Where to go on after the broker said ``position`` is out of range."""
+    """Where to go on after the broker said ``position`` is out of range (below the log start,
+    or past the log end: a fetch of an offset up to the log end, even one held back by an open
+    transaction, is not out of range)."""
     begin: int = consumer.beginning_offsets([tp])[tp]
     end: int = consumer.end_offsets([tp])[tp]
     if position < begin:
@@ -125,25 +141,30 @@ def _after_out_of_range(consumer: Any, tp: TopicPartition, position: int, part: 
         return min(begin, part.until_offset)
     report_data_loss(part.settings.fail_on_data_loss,
                      f"cannot read offsets [{max(position, end)}, {part.until_offset}) of {tp.topic}-{tp.partition}: "
-                     f"the log ends at {end} now (it was truncated)")
+                     f"{_end_of(part)} {end} now (the log was truncated)")
     return part.until_offset
 
 
 def _after_stall(consumer: Any, tp: TopicPartition, position: int, part: OffsetRangePartition,
                  timed_out: bool) -> int:
     """Nothing arrived for a while: the log may have been truncated below the range's end (data
-    loss), or a broker is slow (give up after pollTimeoutMs)."""
+    loss), an open transaction may hold a read_committed read below it (an ``endingOffsets``
+    past the last stable offset), or a broker is slow (give up after pollTimeoutMs)."""
     end = consumer.end_offsets([tp])[tp]
+    reason = f"{_end_of(part)} {end}"
     if end <= position:
-        report_data_loss(part.settings.fail_on_data_loss,
-                         f"offsets [{position}, {part.until_offset}) of {tp.topic}-{tp.partition} are not there: "
-                         f"the log ends at {end} now")
-        return part.until_offset
+        high_watermark = consumer.highwater(tp) if part.settings.isolation_level == "read_committed" else None
+        if high_watermark is None or high_watermark <= position:
+            report_data_loss(part.settings.fail_on_data_loss,
+                             f"offsets [{position}, {part.until_offset}) of {tp.topic}-{tp.partition} are not "
+                             f"there: {reason} now")
+            return part.until_offset
+        reason = (f"the range ends at {part.until_offset}: an open transaction holds read_committed reads at the "
+                  f"last stable offset {end} (the high watermark is {high_watermark})")
     if not timed_out:
         return position
     raise KafkaTimeoutError(f"no records of {tp.topic}-{tp.partition} from offset {position} arrived within "
-                        f"{part.settings.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) although the log ends "
-                        f"at {end}")
+                            f"{part.settings.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) although {reason}")
 
 
 # --- readers ---------------------------------------------------------------------------------------
@@ -157,7 +178,7 @@ class KafkaliteBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
-        cluster = ClusterClient(options.settings.bootstrap_servers)
+        cluster = ClusterClient(options.settings.bootstrap_servers, options.settings.isolation_level)
         try:
             cluster.check_assigned(options.subscription)
             partitions = cluster.partitions(options.subscription)
@@ -197,7 +218,8 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     @property
     def cluster(self) -> ClusterClient:
         if self._cluster is None:
-            self._cluster = ClusterClient(self.options.settings.bootstrap_servers)
+            self._cluster = ClusterClient(self.options.settings.bootstrap_servers,
+                                          self.options.settings.isolation_level)
         return self._cluster
 
     # -- planning (driver) ------------------------------------------------------------------

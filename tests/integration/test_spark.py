@@ -7,7 +7,8 @@ sizes; a query restarted from its checkpoint after a crash between the sink's co
 Spark's (no loss, no duplicates, a partition added meanwhile); a write task failing half-way
 and its micro-batch replayed (no duplicates); the sink's recovery scan over several partitions,
 topics and attempts; option errors at load(); assign / subscribe of missing topics; batch
-writes with headers, keys, partitions and a topic column; the two example jobs. Spark actions
+writes with headers, keys, partitions and a topic column; kafka.isolation.level over committed,
+aborted and open transactions (batch and availableNow streams); the two example jobs. Spark actions
 are kept few: each costs seconds. Driver crashes: test_spark_faults.py.
 """
 
@@ -448,6 +449,107 @@ def test_available_now_micro_batches_follow_max_offsets_per_trigger(spark: Any, 
     assert sizes == [30, 30, 30, 30]
     assert [progress["numInputRows"] for progress in query.recentProgress if progress["numInputRows"]] == sizes
     assert sorted(seen) == sorted(b"%d-%d" % (p, index) for p in range(3) for index in range(40))
+
+
+# --- transactions: kafka.isolation.level -------------------------------------------------------------
+
+
+def _wait_for_end_offsets(admin: KafkaAdminClient, tp: TopicPartition, stable: int, high_watermark: int) -> None:
+    """Wait until the partition's last stable offset and high watermark are these (EndTxn
+    answers before the partition leader has written the transaction's marker)."""
+    deadline = time.monotonic() + 30
+    while True:
+        seen = (admin.list_offsets({tp: -1}, isolation_level="read_committed")[tp].offset,
+                admin.list_offsets({tp: -1}, isolation_level="read_uncommitted")[tp].offset)
+        if seen == (stable, high_watermark):
+            return
+        assert time.monotonic() < deadline, f"LSO and high watermark are {seen}, not {(stable, high_watermark)}"
+        time.sleep(0.1)
+
+
+def test_isolation_level_reads_committed_transactions_and_waits_at_an_open_one(
+        spark: Any, bootstrap: str, admin: KafkaAdminClient, tmp_path: Path) -> None:
+    topic = new_topic(admin, prefix="spark-txn")
+    tp = TopicPartition(topic, 0)
+    committed = [b"committed-%d" % index for index in range(5)]
+    aborted = [b"aborted-%d" % index for index in range(3)]
+    held = [b"open-%d" % index for index in range(4)]
+    # a regression that stalls on a marker fails within pollTimeoutMs instead of two minutes
+    poll = {"kafkaConsumer.pollTimeoutMs": "20000"}
+
+    def rows(**options: str) -> list[tuple[bytes, int]]:
+        frame = spark_read(spark, bootstrap, subscribe=topic, **poll, **options)
+        return sorted(((bytes(row["value"]), row["offset"]) for row in frame.select("value", "offset").collect()),
+                      key=lambda item: item[1])
+
+    def stream_once(checkpoint: Path) -> tuple[list[tuple[bytes, int]], dict[str, Any]]:
+        """One availableNow run of a read_committed stream: its rows and its last end offset."""
+        seen: list[tuple[bytes, int]] = []
+
+        def collect(frame: Any, batch_id: int) -> None:
+            seen.extend((bytes(row["value"]), row["offset"]) for row in frame.select("value", "offset").collect())
+
+        reader = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest"))
+        for name, value in poll.items():
+            reader = reader.option(name, value)
+        query = (reader.load().writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert not query.isActive and query.exception() is None
+        ends = [progress["sources"][0]["endOffset"] for progress in query.recentProgress if progress["numInputRows"]]
+        assert ends, "the run read nothing"
+        end = ends[-1]
+        return sorted(seen, key=lambda item: item[1]), json.loads(end) if isinstance(end, str) else dict(end)
+
+    # offsets: committed 0-4, commit marker 5, aborted 6-8, abort marker 9, open transaction 10-13
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"spark-{uuid.uuid4().hex[:8]}",
+                             transaction_timeout_ms=600_000)
+    try:
+        producer.init_transactions()
+        for values, end in ((committed, producer.commit_transaction), (aborted, producer.abort_transaction)):
+            producer.begin_transaction()
+            for value in values:
+                producer.send(topic, value=value)
+            producer.flush()
+            end()
+        producer.begin_transaction()
+        for value in held:
+            producer.send(topic, value=value)
+        producer.flush()
+        _wait_for_end_offsets(admin, tp, stable=10, high_watermark=14)
+
+        # read_committed (the default): the committed records; the read ends at the LSO, right
+        # after a commit marker, an aborted transaction and its abort marker
+        assert rows() == [(value, offset) for offset, value in enumerate(committed)]
+        assert rows(**{"kafka.isolation.level": "read_committed"}) == rows()
+        # read_uncommitted: every data record, open and aborted ones too; no marker is a row
+        everything = ([(value, offset) for offset, value in enumerate(committed)]
+                      + [(value, 6 + index) for index, value in enumerate(aborted)]
+                      + [(value, 10 + index) for index, value in enumerate(held)])
+        assert rows(**{"kafka.isolation.level": "read_uncommitted"}) == everything
+        # an endingOffsets past the LSO waits for the open transaction (no data loss reported)
+        with pytest.raises(Exception, match="open transaction holds read_committed reads at the last stable "
+                                            r"offset 10 \(the high watermark is 14\)"):
+            spark_read(spark, bootstrap, subscribe=topic, endingOffsets=json.dumps({topic: {"0": 14}}),
+                       **{"kafkaConsumer.pollTimeoutMs": "3000"}).count()
+        # a stream stops at the LSO too
+        streamed, end = stream_once(tmp_path / "checkpoint")
+        assert streamed == [(value, offset) for offset, value in enumerate(committed)]
+        assert end == {topic: {"0": 10}}
+
+        producer.commit_transaction()
+        _wait_for_end_offsets(admin, tp, stable=15, high_watermark=15)
+    finally:
+        producer.close()
+
+    # now both transactions are committed; the reads end at the commit marker (offset 14)
+    assert rows() == ([(value, offset) for offset, value in enumerate(committed)]
+                      + [(value, 10 + index) for index, value in enumerate(held)])
+    assert rows(**{"kafka.isolation.level": "read_uncommitted"}) == everything
+    streamed, end = stream_once(tmp_path / "checkpoint")
+    assert streamed == [(value, 10 + index) for index, value in enumerate(held)]
+    assert end == {topic: {"0": 15}}
 
 
 def _copy_query(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path, **source_options: str) -> Any:

@@ -82,11 +82,15 @@ class RecordingMarkers:
     def __init__(self) -> None:
         self.calls: list[MarkerCall] = []
         self.code = 0
+        #: When set, markers are answered only once it is released (a leader's acks=all wait).
+        self.gate: asyncio.Event | None = None
 
     async def send(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
                    partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         self.calls.append(MarkerCall(producer_id, producer_epoch, committed, coordinator_epoch, list(partitions)))
         await asyncio.sleep(0)
+        if self.gate is not None:
+            await self.gate.wait()
         return dict.fromkeys(partitions, self.code)
 
 
@@ -222,6 +226,25 @@ def test_requests_during_marker_retries_get_concurrent_transactions() -> None:
         await h.settle(lambda: h.state() is TxnState.COMPLETE_ABORT)
         assert all(not call.committed for call in h.markers.calls)
         assert await coordinator.init_producer_id(TXN, 60_000) == (producer_id, epoch + 1)
+    scenario(test)
+
+
+def test_the_next_transaction_waits_for_the_previous_markers_instead_of_concurrent_transactions() -> None:
+    async def test(h: Harness) -> None:
+        coordinator = h.coordinator
+        producer_id, epoch = await coordinator.init_producer_id(TXN, 60_000)
+        _raise_first(await coordinator.add_partitions(TXN, producer_id, epoch, [(TOPIC, 0)]))
+        h.markers.gate = asyncio.Event()
+        await coordinator.end_txn(TXN, producer_id, epoch, True)
+        # the producer begins its next transaction while the commit's markers are being written
+        adding = asyncio.create_task(coordinator.add_partitions(TXN, producer_id, epoch, [(TOPIC, 1)]))
+        await h.settle(lambda: len(h.markers.calls) == 1)
+        assert not adding.done() and h.state() is TxnState.PREPARE_COMMIT
+        h.markers.gate.set()
+        _raise_first(await adding)
+        assert (h.state(), coordinator.transactions[TXN].partitions) == (TxnState.ONGOING, {(TOPIC, 1)})
+        assert [value.state for _, value in h.log.states() if value][-3:] == [
+            TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT, TxnState.ONGOING]
     scenario(test)
 
 

@@ -13,7 +13,10 @@ records per transaction repeats ``begin_transaction()``, ``size`` ``send()`` cal
 whose commit markers are written to the partition with acks=all). Each run has its own producer,
 created and initialised (``init_transactions()``, the topic's metadata fetched) before its clock
 starts, so the figures compare steady-state sending; a run's rate is from its first ``send()``
-to the end of its last flush or commit.
+to the end of its last flush or commit. No run registers per-record callbacks (they would cost
+more than the transactions being measured): a transactional run's ``commit_transaction()``
+raises when a batch failed, and every run checks afterwards that the partition grew by its
+records (and, for transactions, one commit marker each).
 
 Exit status 0, 1 when a record or a commit failed.
 
@@ -28,7 +31,10 @@ import time
 import uuid
 from typing import Any
 
+from kafkalite.client.admin import KafkaAdminClient
 from kafkalite.client.producer import KafkaProducer
+from kafkalite.client.types import TopicPartition
+from kafkalite.errors import KafkaliteError
 
 VALUE_SIZE = 100
 #: Producer settings of every run (the transactional runs add ``transactional_id``).
@@ -58,7 +64,17 @@ def _producer(bootstrap: str, topic: str, transactional_id: str | None) -> Kafka
     return producer
 
 
-def run_idempotent(bootstrap: str, topic: str, records: int, failures: list[BaseException]) -> float:
+def end_offset(bootstrap: str, topic: str) -> int:
+    """Partition 0's log end offset (read_uncommitted: markers included)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tp = TopicPartition(topic, 0)
+        return int(admin.list_offsets({tp: -1})[tp].offset)
+    finally:
+        admin.close()
+
+
+def run_idempotent(bootstrap: str, topic: str, records: int) -> float:
     """Seconds to send ``records`` values with an idempotent producer and flush once."""
     producer = _producer(bootstrap, topic, None)
     value = b"v" * VALUE_SIZE
@@ -66,15 +82,14 @@ def run_idempotent(bootstrap: str, topic: str, records: int, failures: list[Base
         send = producer.send
         started = time.perf_counter()
         for _ in range(records):
-            send(topic, value, partition=0).add_errback(failures.append)
+            send(topic, value, partition=0)
         producer.flush()
         return time.perf_counter() - started
     finally:
         producer.close()
 
 
-def run_transactional(bootstrap: str, topic: str, records: int, per_transaction: int,
-                      failures: list[BaseException]) -> tuple[float, int]:
+def run_transactional(bootstrap: str, topic: str, records: int, per_transaction: int) -> tuple[float, int]:
     """Seconds to send ``records`` values in transactions of ``per_transaction`` records each
     (the last may be shorter), and the number of transactions committed."""
     producer = _producer(bootstrap, topic, f"bench-txn-{uuid.uuid4().hex[:8]}")
@@ -88,8 +103,8 @@ def run_transactional(bootstrap: str, topic: str, records: int, per_transaction:
             size = min(per_transaction, records - sent)
             producer.begin_transaction()
             for _ in range(size):
-                send(topic, value, partition=0).add_errback(failures.append)
-            producer.commit_transaction()
+                send(topic, value, partition=0)
+            producer.commit_transaction()  # raises when a batch of the transaction failed
             transactions += 1
             sent += size
         return time.perf_counter() - started, transactions
@@ -114,15 +129,24 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.records <= 0 or any(size <= 0 for size in sizes):
         parser.error("--records and every --transaction-records entry must be positive")
     print(settings_line(), flush=True)
-    failures: list[BaseException] = []
-    seconds = run_idempotent(arguments.bootstrap, arguments.topic, arguments.records, failures)
-    print(_report("idempotent", arguments.records, seconds), flush=True)
-    for size in sizes:
-        records = (arguments.small_transaction_records or arguments.records) if size < 1000 else arguments.records
-        seconds, transactions = run_transactional(arguments.bootstrap, arguments.topic, records, size, failures)
-        print(_report(f"transactional {size}", records, seconds, f" ({transactions} transactions)"), flush=True)
-    if failures:
-        print(f"txn produce: {len(failures)} records failed, the first: {failures[0]!r}", file=sys.stderr, flush=True)
+    bootstrap, topic = arguments.bootstrap, arguments.topic
+    try:
+        before = end_offset(bootstrap, topic)
+        seconds = run_idempotent(bootstrap, topic, arguments.records)
+        written, before = end_offset(bootstrap, topic) - before, end_offset(bootstrap, topic)
+        if written != arguments.records:
+            raise KafkaliteError(f"the partition grew by {written} offsets for {arguments.records} records")
+        print(_report("idempotent", arguments.records, seconds), flush=True)
+        for size in sizes:
+            records = (arguments.small_transaction_records or arguments.records) if size < 1000 else arguments.records
+            seconds, transactions = run_transactional(bootstrap, topic, records, size)
+            written, before = end_offset(bootstrap, topic) - before, end_offset(bootstrap, topic)
+            if written != records + transactions:
+                raise KafkaliteError(f"the partition grew by {written} offsets for {records} records in "
+                                     f"{transactions} transactions")
+            print(_report(f"transactional {size}", records, seconds, f" ({transactions} transactions)"), flush=True)
+    except KafkaliteError as exc:
+        print(f"txn produce: failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
     return 0
 

@@ -98,7 +98,13 @@ class TransactionManager:
 
     # -- any thread ---------------------------------------------------------------------------
     def before_append(self, tp: TopicPartition) -> None:
-        """A record for ``tp`` is about to be queued: only inside a transaction."""
+        """A record for ``tp`` is about to be queued: only inside a transaction.
+
+        Called for every record: a partition already in the ongoing transaction is let through
+        without the lock (the state and the set are read atomically; a commit racing a send on
+        another thread is the application's own race, as with Kafka's producer)."""
+        if self.state is TxnState.IN_TRANSACTION and tp in self._added:
+            return
         with self._lock:
             if self.state is TxnState.FATAL_ERROR:
                 raise IllegalStateError(f"the producer hit a fatal error and must be closed: {self.error}")

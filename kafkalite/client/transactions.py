@@ -100,10 +100,10 @@ class TransactionManager:
     def before_append(self, tp: TopicPartition) -> None:
         """A record for ``tp`` is about to be queued: only inside a transaction.
 
-        Called for every record: a partition already in the ongoing transaction is let through
-        without the lock (the state and the set are read atomically; a commit racing a send on
+        Called for every record: a partition already in the ongoing transaction (or queued to
+        join it) is let through without the lock (the state and the set are read atomically; a commit racing a send on
         another thread is the application's own race, as with Kafka's producer)."""
-        if self.state is TxnState.IN_TRANSACTION and tp in self._added:
+        if self.state is TxnState.IN_TRANSACTION and (tp in self._added or tp in self._new):
             return
         with self._lock:
             if self.state is TxnState.FATAL_ERROR:

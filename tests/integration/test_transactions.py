@@ -19,8 +19,10 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -395,10 +397,17 @@ class Copier(threading.Thread):
             self.done.set()
 
     def _copy_confluent(self) -> None:
+        debug = {"debug": os.environ["COPIER_RDKAFKA_DEBUG"]} if os.environ.get("COPIER_RDKAFKA_DEBUG") else {}
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": self.cluster.bootstrap, "group.id": "copier-group", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
-        producer = _confluent_producer(self.cluster, self.transactional_id, **{"transaction.timeout.ms": 30000})
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed", **debug})
+        # librdkafka (up to 2.16 at least) drops a broker that left the cluster's metadata but keeps
+        # it as the group's cached coordinator: a send_offsets_to_transaction begun after the group
+        # coordinator's broker was killed then waits, past its own timeout, until some connection
+        # of the producer goes up or down (librdkafka issues 5511 and 5456). Closing idle
+        # connections after 3 s makes that happen during such a wait (the producer is idle then).
+        producer = _confluent_producer(self.cluster, self.transactional_id, **{
+            "transaction.timeout.ms": 30000, "connections.max.idle.ms": 3000, **debug})
         inputs = [confluent_kafka.TopicPartition(self.source, number) for number in range(self.partitions)]
         try:
             producer.init_transactions(120)
@@ -484,7 +493,13 @@ class Copier(threading.Thread):
             time.sleep(0.05)
         if self.error is not None:
             raise AssertionError(f"the copier failed: {self.error!r}") from self.error
-        assert self.commits >= count or self.done.is_set(), f"only {self.commits} transactions in {timeout} s"
+        assert self.commits >= count or self.done.is_set(), \
+            f"only {self.commits} transactions in {timeout} s; the copier is at:\n{self.stack()}"
+
+    def stack(self) -> str:
+        """Where the copier thread is now (the call it is blocked in, when it stalls)."""
+        frame = sys._current_frames().get(self.ident or 0)
+        return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
 
 
 def _transaction_coordinator(cluster: BrokerCluster, transactional_id: str) -> int:

@@ -66,12 +66,27 @@ def _produce(cluster: BrokerCluster, topic: str, per_partition: int, start: int 
         producer.close()
 
 
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def _wait(predicate: Callable[[], bool], timeout: float, what: str,
+          state: Callable[[], str] | None = None) -> None:
+    """Wait for ``predicate``; on timeout fail with ``what`` and what ``state()`` tells of the cluster."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            detail = f"\n{state()}" if state is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
         time.sleep(0.05)
+
+
+def _cluster_state(cluster: BrokerCluster, topic: str, lines: int = 30) -> str:
+    """Each broker's metadata of ``topic`` and the tail of its log: what a timed-out wait reports."""
+    parts = []
+    for broker_id, broker in cluster.brokers.items():
+        try:
+            metadata: Any = cluster.partitions(topic, broker_id)
+        except Exception as exc:  # the report must not hide the timeout it explains
+            metadata = repr(exc)
+        parts.append(f"broker {broker_id} metadata of {topic}: {metadata}\n{broker.log_tail(lines)}")
+    return "\n".join(parts)
 
 
 class Poller:
@@ -398,7 +413,10 @@ def test_kafka_python_leader_that_joined_before_the_partitions_existed_keeps_its
     first = Poller(make, "first")
     second = None
     try:
-        _wait(lambda: first.assignment == {0}, 60, "the first member to own the topic's one partition")
+        _wait(lambda: first.assignment == {0}, 60, "the first member to own the topic's one partition",
+              lambda: f"assignment {first.assignment}, failure {first.failure!r}, "
+                      f"group {admin.describe_consumer_groups([group])[group].result(30)}\n"
+                      f"{_cluster_state(cluster, topic)}")
         (leader_id,) = member_ids()
         admin.create_partitions([NewPartitions(topic, PARTITIONS)])[topic].result(30)
         _wait(lambda: first.assignment == set(range(PARTITIONS)), 60, "the leader to rejoin for four partitions")

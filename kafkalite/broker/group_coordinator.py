@@ -176,15 +176,14 @@ class GroupCoordinator:
         number = partition.partition
         started = asyncio.get_running_loop().time()
         try:
-            records = await self.store.log.read(number)
+            # one read, adopted without an await: a marker lands either in it or, once the
+            # partition is owned, through on_marker
+            resolved = await self.store.log.read_resolved(number)
             if not partition.is_leader:
                 return
-            groups = replay(records, number, self.wall_ms(), self.clock.monotonic())
-            open_transactions = await self.store.log.read_open_transactions(number)
-            if not partition.is_leader:
-                return
+            groups = replay(resolved.records, number, self.wall_ms(), self.clock.monotonic())
             self.groups.update(groups)
-            self.store.load_pending(number, open_transactions)
+            self.store.load_pending(number, resolved.open_transactions)
             self.owned.add(number)
             log.info("loaded %s-%d: %d groups in %.0f ms", OFFSETS_TOPIC, number, len(groups),
                      (asyncio.get_running_loop().time() - started) * 1000)

@@ -55,6 +55,9 @@ from kafkalite.storage.log import PartitionLog
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: Offsets appended while a load read the partition on a worker thread that are read on the
+#: event loop itself (more are read on a worker first).
+LOOP_CATCH_UP_OFFSETS = 1000
 
 KeyedRecord = tuple[bytes, bytes | None]
 
@@ -74,9 +77,12 @@ class OffsetLog(Protocol):
         client must see it."""
         ...
 
-    async def read(self, partition: int) -> list[KeyedRecord]:
+    async def read_resolved(self, partition: int) -> ResolvedOffsets:
         """Every keyed record of the partition, oldest first (committed transactions at their
-        marker, aborted and open ones left out)."""
+        marker, aborted ones left out), and the records of the transactions still open, by
+        producer id: the log as it is when the call returns, so that a caller that adopts it
+        without awaiting in between misses no marker (one appended later reaches the marker
+        listener instead)."""
         ...
 
     async def append_transactional(self, partition: int, records: list[KeyedRecord], producer_id: int,
@@ -84,9 +90,6 @@ class OffsetLog(Protocol):
         """Append keyed records as a transactional batch of the producer (TxnOffsetCommit)."""
         ...
 
-    async def read_open_transactions(self, partition: int) -> dict[int, list[KeyedRecord]]:
-        """The keyed records of the transactions still open in the partition, by producer id."""
-        ...
 
 
 class ReplicaOffsetLog:
@@ -125,27 +128,28 @@ class ReplicaOffsetLog:
         message = results[0].error_message
         return mapped(message) if mapped else protocol.error_for(code, message)
 
-    async def read(self, partition: int) -> list[KeyedRecord]:
-        """The partition is looked up on the event loop; its files are read on a worker thread."""
-        return (await self._read_resolved(partition))[0]
-
-    async def read_open_transactions(self, partition: int) -> dict[int, list[KeyedRecord]]:
-        return (await self._read_resolved(partition))[1]
-
-    async def _read_resolved(self, partition: int) -> tuple[list[KeyedRecord], dict[int, list[KeyedRecord]]]:
+    async def read_resolved(self, partition: int) -> ResolvedOffsets:
+        """The partition's files are read on a worker thread; what was appended meanwhile (a
+        marker, say) is read after it, the last few offsets on the event loop so that nothing
+        can land between the read and the caller adopting it."""
         hosted = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
         if hosted is None:
             raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
-        return await asyncio.to_thread(self._read_partition, hosted.log)
+        partition_log = hosted.log
+        resolved = ResolvedOffsets(partition_log.log_start_offset)
+        resolved = await asyncio.to_thread(self._read_from, partition_log, resolved)
+        while partition_log.log_end_offset - resolved.next_offset > LOOP_CATCH_UP_OFFSETS:
+            resolved = await asyncio.to_thread(self._read_from, partition_log, resolved)
+        return self._read_from(partition_log, resolved)
 
     @staticmethod
-    def _read_partition(log: PartitionLog) -> tuple[list[KeyedRecord], dict[int, list[KeyedRecord]]]:
-        return resolve_transactions(log.batches(log.log_start_offset))
+    def _read_from(partition_log: PartitionLog, resolved: ResolvedOffsets) -> ResolvedOffsets:
+        return resolved.extended(partition_log.batches(resolved.next_offset))
 
     @staticmethod
-    def _read_log(log: PartitionLog) -> list[KeyedRecord]:
-        """Every keyed record of a log with its transactions resolved."""
-        return resolve_transactions(log.batches(log.log_start_offset))[0]
+    def _read_log(partition_log: PartitionLog) -> list[KeyedRecord]:
+        """Every keyed record of a log with its transactions resolved (worker thread)."""
+        return resolve_transactions(partition_log.batches(partition_log.log_start_offset))[0]
 
 
 def _is_commit_marker(batch: RecordBatch) -> bool | None:
@@ -160,25 +164,40 @@ def _is_commit_marker(batch: RecordBatch) -> bool | None:
     return None
 
 
+@dataclass
+class ResolvedOffsets:
+    """An offsets partition read with its transactions applied, up to ``next_offset``: the
+    records in effect (a transactional batch's records take effect at their producer's commit
+    marker and are dropped at an abort) and, by producer id, those of transactions still open."""
+
+    next_offset: int
+    records: list[KeyedRecord] = field(default_factory=list)
+    open_transactions: dict[int, list[KeyedRecord]] = field(default_factory=dict)
+
+    def extended(self, batches: Iterable[RecordBatch]) -> ResolvedOffsets:
+        """Go on with ``batches`` (those from ``next_offset`` on), in place; returns self."""
+        records, open_transactions = self.records, self.open_transactions
+        for batch in batches:
+            self.next_offset = max(self.next_offset, batch.base_offset + batch.last_offset_delta + 1)
+            if batch.is_control:
+                committed = _is_commit_marker(batch)
+                pending = open_transactions.pop(batch.producer_id, [])
+                if committed:
+                    records.extend(pending)
+                continue
+            keyed = [(record.key, record.value) for record in batch.records() if record.key is not None]
+            if batch.is_transactional:
+                open_transactions.setdefault(batch.producer_id, []).extend(keyed)
+            else:
+                records.extend(keyed)
+        return self
+
+
 def resolve_transactions(batches: Iterable[RecordBatch]) -> tuple[list[KeyedRecord], dict[int, list[KeyedRecord]]]:
-    """Keyed records of ``batches`` with transactions applied: a transactional batch's records
-    wait for their producer's marker (commit: they take effect at the marker; abort: dropped);
-    returns the records in effect and, by producer id, those of transactions still open."""
-    records: list[KeyedRecord] = []
-    open_transactions: dict[int, list[KeyedRecord]] = {}
-    for batch in batches:
-        if batch.is_control:
-            committed = _is_commit_marker(batch)
-            pending = open_transactions.pop(batch.producer_id, [])
-            if committed:
-                records.extend(pending)
-            continue
-        keyed = [(record.key, record.value) for record in batch.records() if record.key is not None]
-        if batch.is_transactional:
-            open_transactions.setdefault(batch.producer_id, []).extend(keyed)
-        else:
-            records.extend(keyed)
-    return records, open_transactions
+    """Keyed records of ``batches`` with transactions applied (see :class:`ResolvedOffsets`):
+    the records in effect and, by producer id, those of transactions still open."""
+    resolved = ResolvedOffsets(0).extended(batches)
+    return resolved.records, resolved.open_transactions
 
 
 def replay(records: list[KeyedRecord], partition: int, now_ms: int, monotonic_now: float) -> dict[str, Group]:

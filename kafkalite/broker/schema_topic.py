@@ -66,6 +66,9 @@ class BrokerSchemaTopic:
             return False
         return info.leader == self.config.broker_id or self.metadata.cache.endpoint(info.leader) is not None
 
+    def exists(self) -> bool:
+        return self.metadata.cache.partition(SCHEMAS_TOPIC, 0) is not None
+
     def leader_url(self) -> str | None:
         info = self.metadata.cache.partition(SCHEMAS_TOPIC, 0)
         if info is None or info.leader < 0 or info.leader == self.config.broker_id:

@@ -53,6 +53,7 @@ from kafkalite.errors import (
     NotControllerError,
     StaleBrokerEpochError,
     StorageError,
+    TopicAlreadyExistsError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -279,7 +280,13 @@ class MetadataService:
 
     async def cluster_metadata(self, topics: list[str] | None, allow_auto_create: bool) -> protocol.ClusterMetadata:
         """Metadata of ``topics`` (all when None); unknown ones are created when allowed and
-        ``auto.create.topics.enable`` is set; an invalid name answers INVALID_TOPIC_EXCEPTION."""
+        ``auto.create.topics.enable`` is set; an invalid name answers INVALID_TOPIC_EXCEPTION.
+
+        A topic created here, or found already in ZooKeeper though this broker's cache has not
+        loaded it yet (another broker just created it), is waited for (up to 3 s) until it has
+        leaders: a client asking several brokers then does not see a new topic's partitions
+        appear, vanish and appear again (a group leader that assigned while they were gone
+        could keep an assignment without them)."""
         cache, config = self.cache, self.config
         if topics:
             created = []
@@ -291,6 +298,8 @@ class MetadataService:
                         validate_topic_name(topic)
                         factor = min(config.default_replication_factor, max(1, len(cache.brokers)))
                         await self.admin.create_topic(NewTopic(topic, config.num_partitions, factor), wait_ms=0)
+                        created.append(topic)
+                    except TopicAlreadyExistsError:
                         created.append(topic)
                     except BrokerResponseError:
                         pass

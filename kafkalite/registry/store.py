@@ -7,8 +7,15 @@ offset, append to it on its leader with acks=all, create it, and name its leader
 :class:`SchemaStore` keeps a :class:`~kafkalite.registry.view.RegistryView` and brings it up
 to date with :meth:`SchemaStore.sync` (read from the view's next offset to the high watermark),
 which every read calls first — so an answer is never older than the last acknowledged write,
-as long as the topic's leader answers (when it does not, reads are served from the view as it
-is). Writes happen only on the leader of ``_schemas``-0 (the REST API forwards them there):
+as long as the topic's leader answers. When it does not, reads are served from the view as it
+is, but only once the view has reached the high watermark at least once: until then (a broker
+just started, ``_schemas`` without a leader yet) reads are refused with the retriable
+:class:`~kafkalite.registry.errors.StoreError` (50001) rather than answered from an empty view
+("subject not found" for a subject that exists). A topic that does not exist is an empty
+registry only when the cluster's metadata says so (:meth:`SchemaTopic.exists`); a replica that
+is merely not loaded yet answers the same error code and is retried.
+
+Writes happen only on the leader of ``_schemas``-0 (the REST API forwards them there):
 :meth:`SchemaStore.write` takes the writer lock, appends a NOOP barrier with acks=all and
 reads up to it, so the view holds every record any earlier writer had acknowledged (ids and
 versions are never handed out twice, also across a failover); then it decides on that view,
@@ -81,6 +88,11 @@ class SchemaTopic(Protocol):
     def has_leader(self) -> bool:
         ...
 
+    def exists(self) -> bool:
+        """Whether the cluster's metadata holds the topic (so a read that found no partition
+        means a replica not loaded yet, not an empty registry)."""
+        ...
+
 
 Decision = tuple[list[KeyedRecord], T]
 
@@ -94,6 +106,7 @@ class SchemaStore:
         self.timeout_ms = timeout_ms
         self._sync_lock = asyncio.Lock()
         self._write_lock = asyncio.Lock()
+        self.caught_up = False  # the view has reached the topic's high watermark (or the topic is absent)
 
     async def sync(self, until: int | None = None, timeout_ms: int | None = None) -> bool:
         """Read ``_schemas`` into the view up to its high watermark (at least past offset ``until``);
@@ -109,30 +122,49 @@ class SchemaStore:
                 try:
                     wait_ms = 0 if until is None or view.next_offset > until else min(500, int(remaining * 1000))
                     read = await asyncio.wait_for(self.topic.read(view.next_offset, wait_ms), remaining)
-                except UnknownTopicOrPartitionError:
-                    return until is None
+                except UnknownTopicOrPartitionError as exc:
+                    if until is None and not self.topic.exists():
+                        self.caught_up = True  # no topic: the registry is empty, and that is up to date
+                        return True
+                    if not await self._pause_to_retry(exc, until, deadline):
+                        return False
+                    continue
                 except OffsetOutOfRangeError:
                     log.warning("_schemas: offset %d is out of range; reading the topic again from its start",
                                 view.next_offset)
                     self.view = view = RegistryView()
+                    self.caught_up = False
                     continue
                 except (TimeoutError, KafkaliteError) as exc:
-                    log.debug("_schemas: cannot read the topic: %s", exc)
-                    if until is None:
+                    if not await self._pause_to_retry(exc, until, deadline):
                         return False
-                    await asyncio.sleep(min(_RETRY_SECONDS, max(0.0, deadline - asyncio.get_running_loop().time())))
-                    continue  # a write must be seen: try again (the leader may be moving) until the deadline
+                    continue
                 if read.log_start_offset > view.next_offset:
                     view.next_offset = read.log_start_offset
                 for offset, key, value in read.records:
                     view.apply(offset, key, value)
                 view.next_offset = max(view.next_offset, read.next_offset)
-                if view.next_offset >= read.high_watermark and (until is None or view.next_offset > until):
-                    return True
+                if view.next_offset >= read.high_watermark:
+                    self.caught_up = True
+                    if until is None or view.next_offset > until:
+                        return True
+
+    @staticmethod
+    async def _pause_to_retry(failure: BaseException, until: int | None, deadline: float) -> bool:
+        """After a failed read: whether to read again (only when a write must be seen, ``until``
+        set: the leader may be moving), after a short pause within the deadline."""
+        log.debug("_schemas: cannot read the topic: %s", failure)
+        if until is None:
+            return False
+        await asyncio.sleep(min(_RETRY_SECONDS, max(0.0, deadline - asyncio.get_running_loop().time())))
+        return True
 
     async def read_view(self) -> RegistryView:
-        """The view after a best-effort sync (bounded by a few seconds)."""
-        await self.sync(timeout_ms=min(self.timeout_ms, 5000))
+        """The view after a best-effort sync (bounded by a few seconds); StoreError (retriable)
+        while the view has never reached the topic's high watermark."""
+        if not await self.sync(timeout_ms=min(self.timeout_ms, 5000)) and not self.caught_up:
+            raise StoreError(f"the registry has not read {SCHEMAS_TOPIC} up to its high watermark yet "
+                             "(its leader is not available); try again")
         return self.view
 
     async def wait_for_offset(self, offset: int) -> None:

@@ -57,9 +57,13 @@ the streaming query id,
    attempt done.
 
 A replayed micro-batch (same batchId after a failure or restart) is skipped as a whole when the
-journal says it was committed; a task whose earlier attempt finished is skipped; a task whose
-earlier attempt started but did not finish scans the topics it writes, from the attempt's start
-time, for record batches of that attempt's producer id and writes only the rows not already
+journal says it was committed. When a batch fails, the driver's ``abort(messages, batchId)``
+records which attempts Spark counted successful (their results reached the driver); a replayed
+task with such an attempt is skipped. Every other earlier attempt — one that did not finish,
+and one that marked itself done but whose task was killed (a killed task's input can end early
+without an error) or whose driver died before ``abort`` — makes the new attempt scan the topics
+it writes, from the earliest such attempt's start time, for record batches of those attempts'
+producer ids and write only the rows not already
 there (compared as a multiset of topic, partition, key, value, headers). Within an attempt the
 idempotent producer removes duplicates caused by retries. This relies on what Spark requires of
 a replayed micro-batch anyway: the same rows reach the same Spark partitions. Not covered: two

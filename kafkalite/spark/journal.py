@@ -46,6 +46,8 @@ class JournalState:
     committed_batch: int = -1
     attempts: dict[tuple[int, int], list[AttemptRecord]] = field(default_factory=dict)
     keys_by_batch: dict[int, list[str]] = field(default_factory=dict)
+    #: Attempt keys whose task result reached the driver (Spark counted the task successful).
+    confirmed: set[str] = field(default_factory=set)
 
 
 class SinkJournal:
@@ -64,6 +66,9 @@ class SinkJournal:
 
     def attempt_key(self, batch_id: int, partition_id: int, attempt_id: str) -> str:
         return f"{self.sink_id}/attempt/{batch_id}/{partition_id}/{attempt_id}"
+
+    def confirmation_key(self, attempt_key: str) -> str:
+        return f"{attempt_key}/confirmed"
 
     def partition(self) -> int:
         if self._partition is None:
@@ -119,6 +124,9 @@ class SinkJournal:
                 continue
             if key == self.commit_key():
                 state.committed_batch = max(state.committed_batch, int(value["batch_id"]))
+            elif value.get("type") == "confirmed":
+                state.confirmed.add(str(value["attempt"]))
+                state.keys_by_batch.setdefault(int(value["batch_id"]), []).append(key)
             elif value.get("type") == "attempt":
                 record = AttemptRecord(key, int(value["batch_id"]), int(value["partition_id"]),
                                        value.get("state") == "done", int(value["started_ms"]), producer_id,
@@ -133,6 +141,23 @@ class SinkJournal:
                  "state": "done" if done else "started", "records": records}
         producer.send(self.topic, key=key.encode("utf-8"), value=json.dumps(value).encode("utf-8"),
                       partition=self.partition()).get(timeout=60)
+
+    def confirm_attempts(self, batch_id: int, attempt_keys: list[str]) -> None:
+        """On the driver, for a batch that failed: record the attempts whose task Spark counted
+        successful (their result reached the driver), so a replay skips exactly those tasks. A
+        task's own "done" mark is not enough: a killed task's input can end early without an
+        error, and its attempt then marks itself done after writing only part of its rows."""
+        if not attempt_keys:
+            return
+        producer = open_producer(self.options, "kafkalite-spark-journal")
+        try:
+            for attempt_key in attempt_keys:
+                value = {"type": "confirmed", "batch_id": batch_id, "attempt": attempt_key}
+                producer.send(self.topic, key=self.confirmation_key(attempt_key).encode("utf-8"),
+                              value=json.dumps(value).encode("utf-8"), partition=self.partition())
+            producer.flush()
+        finally:
+            producer.close()
 
     def commit_batch(self, batch_id: int) -> None:
         """Record ``batch_id`` as committed, then drop the attempt records of batches up to it."""

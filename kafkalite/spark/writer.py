@@ -227,10 +227,10 @@ class KafkaliteStreamWriter(DataSourceStreamArrowWriter):
             return WriteResult(skipped=skipped, sink_id=sink_id, batch_id=batch_id, partition_id=partition_id,
                                note=f"batch {batch_id} was committed before")
         earlier = state.attempts.get((batch_id, partition_id), [])
-        if any(item.done for item in earlier):
+        if any(item.key in state.confirmed for item in earlier):
             skipped = sum(batch.num_rows for batch in iterator)
             return WriteResult(skipped=skipped, sink_id=sink_id, batch_id=batch_id, partition_id=partition_id,
-                               note="an earlier attempt of this task finished")
+                               note="an earlier attempt of this task succeeded")
         written_before = WrittenRecords(self.options, earlier) if earlier else None
         producer = open_producer(self.options, f"kafkalite-spark-sink-{batch_id}-{partition_id}")
         started_ms = int(time.time() * 1000)
@@ -267,3 +267,15 @@ class KafkaliteStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("kafkalite sink batch %d aborted; a replay of it writes only what is missing", batchId)
+        results = [message for message in messages if isinstance(message, WriteResult)]
+        if not self.options.exactly_once:
+            return
+        by_sink: dict[str, list[str]] = {}
+        for message in results:
+            if message.sink_id and message.attempt_key:
+                by_sink.setdefault(message.sink_id, []).append(message.attempt_key)
+        for sink_id, keys in by_sink.items():
+            try:
+                SinkJournal(self.options, sink_id).confirm_attempts(batchId, keys)
+            except KafkaliteError as exc:  # the replay then scans for these tasks' rows instead
+                log.warning("kafkalite sink batch %d: cannot record the tasks that succeeded: %s", batchId, exc)

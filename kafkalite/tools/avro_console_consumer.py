@@ -21,7 +21,7 @@ from kafkalite.errors import KafkaliteError
 from kafkalite.registry.client import RegistryClient
 from kafkalite.registry.serdes import AvroDeserializer, JSONSchemaDeserializer, SerializationError, unframe
 from kafkalite.tools import console_consumer
-from kafkalite.tools.common import UsageError, parse_bool_property, run_cli
+from kafkalite.tools.common import UsageError, parse_bool_property, registry_client_from, run_cli
 
 DESCRIPTION = ("Consume Avro (or JSON Schema) records in Confluent's wire format and print them as JSON. "
                "--property schema.registry.url=URL is required; print.schema.ids=true, schema.id.separator, "
@@ -87,13 +87,7 @@ class AvroFormatter(console_consumer.Formatter):
 
 
 def formatter_factory(properties: dict[str, str], options: dict[str, Any]) -> console_consumer.Formatter:
-    unknown = sorted(set(properties) - PROPERTIES)
-    if unknown:
-        raise UsageError(f"unknown property {unknown[0]!r}; known: {', '.join(sorted(PROPERTIES))}")
-    url = properties.get("schema.registry.url")
-    if not url:
-        raise UsageError("--property schema.registry.url=<url> is required")
-    client = RegistryClient(url)
+    client = registry_client_from(properties, PROPERTIES)
     for side, default in (("key", "string"), ("value", "avro")):
         deserializer = _deserializer(properties.get(f"{side}.deserializer", default).lower(), client, side)
         if deserializer is not None:

@@ -20,12 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafkalite.registry.client import RegistryClient
 from kafkalite.registry.errors import SchemaRegistryError
 from kafkalite.registry.schemas import AVRO, parse_schema
 from kafkalite.registry.serdes import STRATEGIES, AvroSerializer, SerializationError
 from kafkalite.tools import console_producer
-from kafkalite.tools.common import UsageError, parse_bool_property, run_cli
+from kafkalite.tools.common import UsageError, parse_bool_property, registry_client_from, run_cli
 
 PROG = "kafkalite-avro-console-producer.sh"
 DESCRIPTION = ("Read Avro records as JSON lines from standard input and publish them in Confluent's wire format. "
@@ -78,13 +77,7 @@ def _line_codec(serializer: AvroSerializer, side: str) -> console_producer.LineC
 def codecs(topic: str) -> console_producer.CodecFactory:
     def build(properties: dict[str, str], options: dict[str, Any]) -> tuple[console_producer.LineCodec,
                                                                             console_producer.LineCodec]:
-        unknown = sorted(set(properties) - PROPERTIES)
-        if unknown:
-            raise UsageError(f"unknown property {unknown[0]!r}; known: {', '.join(sorted(PROPERTIES))}")
-        url = properties.get("schema.registry.url")
-        if not url:
-            raise UsageError("--property schema.registry.url=<url> is required")
-        client = RegistryClient(url)
+        client = registry_client_from(properties, PROPERTIES)
         auto_register = parse_bool_property(properties, "auto.register.schemas", True)
         latest = parse_bool_property(properties, "use.latest.version")
         codecs: dict[str, console_producer.LineCodec] = {}

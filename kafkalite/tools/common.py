@@ -18,6 +18,7 @@ from kafkalite.errors import KafkaliteError
 
 if TYPE_CHECKING:
     from kafkalite.coord.coordinator import Coordinator
+    from kafkalite.registry.client import RegistryClient
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -65,6 +66,20 @@ def parse_bool_property(properties: dict[str, str], name: str, default: bool = F
     if lowered in ("true", "false"):
         return lowered == "true"
     raise UsageError(f"property {name} must be true or false, got {value!r}")
+
+
+def registry_client_from(properties: dict[str, str], known: frozenset[str]) -> RegistryClient:
+    """The schema registry client of a console tool's ``--property`` settings: every property
+    must be in ``known`` and ``schema.registry.url`` is required (UsageError otherwise)."""
+    from kafkalite.registry.client import RegistryClient
+
+    unknown = sorted(set(properties) - known)
+    if unknown:
+        raise UsageError(f"unknown property {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    url = properties.get("schema.registry.url")
+    if not url:
+        raise UsageError("--property schema.registry.url=<url> is required")
+    return RegistryClient(url)
 
 
 class UsageError(Exception):

@@ -1,6 +1,6 @@
 """Groups, offsets and admin over the Kafka protocol, with real unmodified clients.
 
-kafka-python and confluent-kafka (librdkafka) consumers join groups, commit and rebalance against
+kafka-python, aiokafka and confluent-kafka (librdkafka) consumers join groups, commit and rebalance against
 real kafkalite brokers (the Kafka protocol on the HTTP port); a kafka-python consumer and a
 kafkalite consumer share one group's partitions; offsets committed over one protocol are read
 over the other; confluent-kafka's AdminClient creates, describes, alters and deletes topics and
@@ -13,6 +13,7 @@ consumers polled in turn by one thread could hold each other up.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -65,12 +66,27 @@ def _produce(cluster: BrokerCluster, topic: str, per_partition: int, start: int 
         producer.close()
 
 
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def _wait(predicate: Callable[[], bool], timeout: float, what: str,
+          state: Callable[[], str] | None = None) -> None:
+    """Wait for ``predicate``; on timeout fail with ``what`` and what ``state()`` tells of the cluster."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            detail = f"\n{state()}" if state is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
         time.sleep(0.05)
+
+
+def _cluster_state(cluster: BrokerCluster, topic: str, lines: int = 30) -> str:
+    """Each broker's metadata of ``topic`` and the tail of its log: what a timed-out wait reports."""
+    parts = []
+    for broker_id, broker in cluster.brokers.items():
+        try:
+            metadata: Any = cluster.partitions(topic, broker_id)
+        except Exception as exc:  # the report must not hide the timeout it explains
+            metadata = repr(exc)
+        parts.append(f"broker {broker_id} metadata of {topic}: {metadata}\n{broker.log_tail(lines)}")
+    return "\n".join(parts)
 
 
 class Poller:
@@ -197,6 +213,58 @@ def test_kafka_python_group_commits_and_a_second_member_splits_the_partitions(cl
         first.close()
         if second is not None:
             second.close()
+
+
+def test_aiokafka_group_consumer_commits_and_a_new_member_resumes_there(cluster: BrokerCluster) -> None:
+    import aiokafka
+
+    topic, group = _topic(cluster), f"aio-group-{uuid.uuid4().hex[:8]}"
+    partitions = [aiokafka.TopicPartition(topic, number) for number in range(PARTITIONS)]
+
+    async def produce(start: int, count: int) -> None:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all",
+                                             enable_idempotence=True)
+        await producer.start()
+        try:
+            for index in range(start, start + count):
+                for number in range(PARTITIONS):
+                    await producer.send(topic, value=f"p{number}-{index}".encode(), partition=number)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    async def consume(wanted: int) -> tuple[list[tuple[int, int]], list[int | None], set[int]]:
+        """A group member reads ``wanted`` records, commits, and reports what it read, the
+        group's committed offsets and its assignment."""
+        consumer = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                                             enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        seen: list[tuple[int, int]] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(seen) < wanted and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                seen.extend((record.partition, record.offset) for records in batches.values() for record in records)
+            await consumer.commit()
+            committed = [await consumer.committed(tp) for tp in partitions]
+            assignment = {tp.partition for tp in consumer.assignment()}
+        finally:
+            await consumer.stop()
+        return seen, committed, assignment
+
+    async def scenario() -> None:
+        await produce(0, 20)
+        seen, committed, assignment = await consume(20 * PARTITIONS)
+        assert assignment == set(range(PARTITIONS))
+        assert sorted(seen) == [(number, offset) for number in range(PARTITIONS) for offset in range(20)]
+        assert committed == [20] * PARTITIONS
+        await produce(20, 5)
+        # a new member of the group starts at the committed offsets: nothing is read twice
+        seen, committed, _ = await consume(5 * PARTITIONS)
+        assert sorted(seen) == [(number, offset) for number in range(PARTITIONS) for offset in range(20, 25)]
+        assert committed == [25] * PARTITIONS
+
+    asyncio.run(scenario())
 
 
 def test_a_kafka_python_and_a_kafkalite_consumer_share_one_group(cluster: BrokerCluster) -> None:
@@ -345,7 +413,10 @@ def test_kafka_python_leader_that_joined_before_the_partitions_existed_keeps_its
     first = Poller(make, "first")
     second = None
     try:
-        _wait(lambda: first.assignment == {0}, 60, "the first member to own the topic's one partition")
+        _wait(lambda: first.assignment == {0}, 60, "the first member to own the topic's one partition",
+              lambda: f"assignment {first.assignment}, failure {first.failure!r}, "
+                      f"group {admin.describe_consumer_groups([group])[group].result(30)}\n"
+                      f"{_cluster_state(cluster, topic)}")
         (leader_id,) = member_ids()
         admin.create_partitions([NewPartitions(topic, PARTITIONS)])[topic].result(30)
         _wait(lambda: first.assignment == set(range(PARTITIONS)), 60, "the leader to rejoin for four partitions")

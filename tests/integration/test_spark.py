@@ -680,6 +680,43 @@ def test_sink_recovery_scan_finds_earlier_attempts_in_every_partition_and_topic(
     assert sorted(row[3] for row in kept) == [b"row-2", b"row-20", b"row-21", b"row-30"]
 
 
+def test_a_task_attempt_that_marked_itself_done_is_completed_unless_the_driver_confirmed_it(
+        bootstrap: str, admin: KafkaAdminClient) -> None:
+    # A killed write task's input can end early without an error, and its attempt then marks
+    # itself done after part of its rows. A replay must write the rest; it skips the task only
+    # for an attempt the driver confirmed (the task's result reached abort()). The writer runs
+    # here as on an executor, under a task context carrying the micro-batch and query ids.
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    from kafkalite.spark import SinkOptions
+    from kafkalite.spark.writer import KafkaliteStreamWriter, SinkColumns
+
+    sink = new_topic(admin)
+    rows = [b"row-%02d" % index for index in range(40)]
+    writer = KafkaliteStreamWriter(SinkOptions(bootstrap_servers=bootstrap, topic=sink),
+                                   SinkColumns(value_is_string=False))
+
+    def batches(values: list[bytes]) -> Iterator[Any]:
+        for start in range(0, len(values), 10):
+            yield pa.record_batch([pa.array(values[start:start + 10], pa.binary())], names=["value"])
+
+    assert TaskContext.get() is None
+    TaskContext(partitionId=0, localProperties={"streaming.sql.batchId": "3",
+                                                "sql.streaming.queryId": f"query-{uuid.uuid4().hex[:8]}"})
+    try:
+        cut_short = writer.write(batches(rows[:25]))
+        assert (cut_short.records, cut_short.skipped) == (25, 0)
+        replay = writer.write(batches(rows))
+        assert (replay.records, replay.skipped) == (15, 25)
+        writer.abort([None, replay], 3)
+        confirmed = writer.write(batches(rows))
+        assert (confirmed.records, confirmed.skipped) == (0, 40) and "succeeded" in confirmed.note
+    finally:
+        TaskContext._setTaskContext(None)
+    assert sorted(record.value for record in consume_all(bootstrap, sink)) == rows
+
+
 # --- batch writes ------------------------------------------------------------------------------------
 
 

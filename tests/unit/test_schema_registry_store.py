@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kafkalite.config import BrokerConfig
-from kafkalite.errors import ConfigError, LeaderNotAvailableError
+from kafkalite.errors import ConfigError, LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kafkalite.registry import writes
 from kafkalite.registry.errors import (
     IncompatibleSchemaError,
@@ -19,6 +19,7 @@ from kafkalite.registry.errors import (
     OperationNotPermittedError,
     ReferenceExistsError,
     SchemaNotFoundError,
+    StoreError,
     SubjectNotFoundError,
     SubjectNotSoftDeletedError,
     VersionNotFoundError,
@@ -200,8 +201,12 @@ class MemoryTopic:
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.fail_reads = 0
+        self.present = True
+        self.replica_loaded = True
 
     async def read(self, offset: int, timeout_ms: int) -> TopicRead:
+        if not self.present or not self.replica_loaded:
+            raise UnknownTopicOrPartitionError("unknown topic-partition _schemas-0")
         if self.fail_reads:
             self.fail_reads -= 1
             raise LeaderNotAvailableError("the leader is moving")
@@ -222,6 +227,9 @@ class MemoryTopic:
     def has_leader(self) -> bool:
         return True
 
+    def exists(self) -> bool:
+        return self.present
+
 
 def test_the_writer_catches_up_before_it_hands_out_an_id() -> None:
     async def scenario() -> None:
@@ -238,5 +246,37 @@ def test_the_writer_catches_up_before_it_hands_out_an_id() -> None:
         assert store.view.next_offset == offset + 1 == len(topic.records)
         view = await store.read_view()
         assert view.by_id(41).subject == "b" and view.versions("c") == [1]
+
+    asyncio.run(scenario())
+
+
+def test_a_view_that_never_reached_the_high_watermark_refuses_reads_instead_of_answering_empty() -> None:
+    async def scenario() -> None:
+        topic = MemoryTopic()
+        value = SchemaValue("a", 1, 1, schema("A", ("x", "int")))
+        topic.records.append((RecordKey("SCHEMA", "a", 1).encode(), value.encode()))
+        store = SchemaStore(topic, timeout_ms=5000)
+        topic.fail_reads = 1  # a broker just started: _schemas has no leader yet
+        with pytest.raises(StoreError) as caught:
+            await store.read_view()
+        assert caught.value.retriable and caught.value.http_status == 500
+        topic.fail_reads, topic.replica_loaded = 0, False  # the topic exists, its replica is not loaded yet
+        with pytest.raises(StoreError):
+            await store.read_view()
+        topic.replica_loaded = True
+        assert (await store.read_view()).versions("a") == [1]
+        topic.fail_reads = 1  # once caught up, a leader that moves serves the view as it is
+        assert (await store.read_view()).versions("a") == [1]
+
+    asyncio.run(scenario())
+
+
+def test_a_topic_the_cluster_does_not_have_is_an_empty_registry() -> None:
+    async def scenario() -> None:
+        topic = MemoryTopic()
+        topic.present = False
+        store = SchemaStore(topic, timeout_ms=5000)
+        view = await store.read_view()
+        assert view.subject_names() == [] and store.caught_up
 
     asyncio.run(scenario())

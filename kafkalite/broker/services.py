@@ -262,6 +262,10 @@ class ProducerIdAnswer:
 class MetadataService:
     """Cluster metadata as a client sees it. See the module docstring."""
 
+    #: How long a Metadata request waits for the leaders of a topic it created (or found just
+    #: created by another broker) before it answers what the cache has.
+    new_topic_wait_seconds = 3.0
+
     def __init__(self, config: BrokerConfig, metadata: MetadataCache, admin: AdminService, controller: Controller,
                  log_manager: LogManager) -> None:
         self.config = config
@@ -283,10 +287,10 @@ class MetadataService:
         ``auto.create.topics.enable`` is set; an invalid name answers INVALID_TOPIC_EXCEPTION.
 
         A topic created here, or found already in ZooKeeper though this broker's cache has not
-        loaded it yet (another broker just created it), is waited for (up to 3 s) until it has
-        leaders: a client asking several brokers then does not see a new topic's partitions
-        appear, vanish and appear again (a group leader that assigned while they were gone
-        could keep an assignment without them)."""
+        loaded it yet (another broker just created it), is waited for until it has leaders (up
+        to :attr:`new_topic_wait_seconds`): a client asking several brokers then does not see a
+        new topic's partitions appear, vanish and appear again (a group leader that assigned
+        while they were gone could keep an assignment without them)."""
         cache, config = self.cache, self.config
         if topics:
             created = []
@@ -307,7 +311,7 @@ class MetadataService:
                 await cache.wait_for(lambda: all(
                     topic in cache.topics and cache.topics[topic].partitions and all(
                         entry.leader >= 0 for entry in cache.topics[topic].partitions.values())
-                    for topic in created), 3.0)
+                    for topic in created), self.new_topic_wait_seconds)
         metadata = cache.cluster_metadata(topics)
         invalid = []
         for topic_metadata in metadata.topics:

@@ -46,6 +46,8 @@ from kafkalite.errors import (
 )
 from kafkalite.transport import AsyncTransport
 
+_IN_TRANSACTION = TxnState.IN_TRANSACTION
+
 log = logging.getLogger(__name__)
 
 
@@ -236,8 +238,9 @@ class ProducerCore:
         tp = self._topic_partitions.get((topic, number))
         if tp is None:
             tp = self._topic_partitions[(topic, number)] = TopicPartition(topic, number)
-        if self.transaction is not None:
-            self.transaction.before_append(tp)
+        transaction = self.transaction
+        if transaction is not None and (transaction.state is not _IN_TRANSACTION or tp not in transaction.added):
+            transaction.before_append(tp)  # the common case (a partition already in the transaction) skips the call
         return self.accumulator.append(tp, timestamp, key, value, None, size)
 
     def place(self, record: _Prepared) -> Any:
@@ -252,9 +255,12 @@ class ProducerCore:
                 f"partition {record.partition} of topic {topic!r} is not in [0, {len(partitions)})")
         number = self.partitioner.partition(topic, record.key, partitions, view.available.get(topic, ()),
                                             record.size, explicit_partition=record.partition)
-        tp = TopicPartition(topic, number)
-        if self.transaction is not None:
-            self.transaction.before_append(tp)
+        tp = self._topic_partitions.get((topic, number))
+        if tp is None:
+            tp = self._topic_partitions[(topic, number)] = TopicPartition(topic, number)
+        transaction = self.transaction
+        if transaction is not None and (transaction.state is not _IN_TRANSACTION or tp not in transaction.added):
+            transaction.before_append(tp)
         return self.accumulator.append(tp, record.timestamp, record.key, record.value, record.headers, record.size)
 
     # -- bulk path ----------------------------------------------------------------------------

@@ -89,7 +89,9 @@ class TransactionManager:
         self.state = TxnState.UNINITIALIZED
         self.error: BaseException | None = None
         self._lock = threading.Lock()
-        self._added: set[TopicPartition] = set()
+        #: Partitions in the ongoing transaction (AddPartitionsToTxn answered). Changed under the
+        #: lock; a send on any thread may test membership without it (see :meth:`before_append`).
+        self.added: set[TopicPartition] = set()
         self._new: set[TopicPartition] = set()
         self._offsets_added = False
         accumulator.transactional = True
@@ -100,10 +102,12 @@ class TransactionManager:
     def before_append(self, tp: TopicPartition) -> None:
         """A record for ``tp`` is about to be queued: only inside a transaction.
 
-        Called for every record: a partition already in the ongoing transaction (or queued to
-        join it) is let through without the lock (the state and the set are read atomically; a commit racing a send on
-        another thread is the application's own race, as with Kafka's producer)."""
-        if self.state is TxnState.IN_TRANSACTION and (tp in self._added or tp in self._new):
+        The producer calls it for a record unless the state is IN_TRANSACTION and ``tp`` is in
+        :attr:`added` already (it tests that inline, the common case of a send). A partition
+        queued to join is let through here without the lock as well (the state and the sets
+        are read atomically; a commit racing a send on another thread is the application's own
+        race, as with Kafka's producer)."""
+        if self.state is TxnState.IN_TRANSACTION and (tp in self.added or tp in self._new):
             return
         with self._lock:
             if self.state is TxnState.FATAL_ERROR:
@@ -111,7 +115,7 @@ class TransactionManager:
             if self.state is not TxnState.IN_TRANSACTION and self.state is not TxnState.ABORTABLE_ERROR:
                 raise IllegalStateError("a transactional producer sends only inside a transaction: "
                                         "call begin_transaction() first")
-            if tp not in self._added:
+            if tp not in self.added:
                 self._new.add(tp)
 
     def fail_unadded(self) -> None:
@@ -124,7 +128,7 @@ class TransactionManager:
 
     def sendable(self, tp: TopicPartition) -> bool:
         with self._lock:
-            return tp in self._added
+            return tp in self.added
 
     def _batch_failed(self, error: BaseException) -> None:
         with self._lock:
@@ -224,7 +228,7 @@ class TransactionManager:
             if problems:
                 self._fail(problems[0])
                 return False
-            self._added.update(new)
+            self.added.update(new)
             self._new.difference_update(new)
         return True
 
@@ -264,7 +268,7 @@ class TransactionManager:
                     f"the transaction must be aborted: {self.error}")
             if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
                 raise IllegalStateError(f"no transaction to end in state {self.state.value}")
-            anything = bool(self._added) or self._offsets_added
+            anything = bool(self.added) or self._offsets_added
         if committed and flushed:
             with self._lock:
                 self._fail(flushed[0])
@@ -273,7 +277,7 @@ class TransactionManager:
             await self._call(protocol.END_TXN, {**self._producer_fields(), "committed": committed},
                              "EndTxn commit" if committed else "EndTxn abort")
         with self._lock:
-            self._added.clear()
+            self.added.clear()
             self._new.clear()
             self._offsets_added = False
             self.state = TxnState.READY

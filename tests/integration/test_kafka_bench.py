@@ -3,28 +3,20 @@ and against librdkafka's mock cluster, in one run, printed side by side."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kafkalite.bench.kafka_clients import CONSUMER_SETTINGS
-from tests.support.cluster import ROOT
+from tests.support.bench import run_quick_scenario
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.mark.slow
 def test_benchmark_suite_quick_p6_prints_kafkalite_beside_the_mock_cluster(tmp_path: Path) -> None:
-    docs = tmp_path / "performance.md"
-    result = subprocess.run([sys.executable, "-m", "kafkalite.bench.suite", "--quick", "--only", "P6", "--docs",
-                             str(docs)], cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    assert lines[:2] == ["| scenario | figure | target | met/missed |", "| --- | --- | --- | --- |"], result.stdout
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    result = run_quick_scenario("P6", tmp_path)
+    rows = result.rows
     assert [row[0].split(" ")[:3] for row in rows] == [["P6", "confluent-kafka", "Producer,"],
                                                        ["P6", "confluent-kafka", "Consumer,"]], result.stdout
     for row in rows:  # both figures of one run, and a verdict (the rates depend on the machine's load)
@@ -33,4 +25,4 @@ def test_benchmark_suite_quick_p6_prints_kafkalite_beside_the_mock_cluster(tmp_p
     # both runs used the same consumer settings, and they are printed and written down
     settings = " ".join(f"{key}={value}" for key, value in CONSUMER_SETTINGS.items())
     assert result.stderr.count(settings) >= 3, result.stderr
-    assert settings in docs.read_text()
+    assert settings in result.docs

@@ -4,27 +4,19 @@ and of 10,000 records, printed beside the same producer idempotent, on 3 brokers
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import ROOT
+from tests.support.bench import run_quick_scenario
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.mark.slow
 def test_benchmark_suite_quick_p7_prints_transactional_beside_idempotent(tmp_path: Path) -> None:
-    docs = tmp_path / "performance.md"
-    result = subprocess.run([sys.executable, "-m", "kafkalite.bench.suite", "--quick", "--only", "P7", "--docs",
-                             str(docs)], cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    assert lines[:2] == ["| scenario | figure | target | met/missed |", "| --- | --- | --- | --- |"], result.stdout
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    result = run_quick_scenario("P7", tmp_path)
+    rows = result.rows
     assert [row[0].split(",")[0] for row in rows] == [
         "P7 idempotent send()", "P7 transactional send()", "P7 transactional send()"], result.stdout
     assert "100 records per transaction" in rows[1][0] and "10,000 records per transaction" in rows[2][0]
@@ -40,4 +32,4 @@ def test_benchmark_suite_quick_p7_prints_transactional_beside_idempotent(tmp_pat
                         r"\((\d+) transactions\)", result.stderr)
     assert [(int(size), -(-int(records) // int(size)) == int(txns)) for size, records, txns in counts] == [
         (100, True), (10000, True)], result.stderr
-    assert "P7 transactional send(), 10,000 records per transaction" in docs.read_text()
+    assert "P7 transactional send(), 10,000 records per transaction" in result.docs

@@ -37,6 +37,7 @@ def answer(delay: float) -> tuple[Any, int]:
         cache = MetadataCache(cast(Any, None), 1)
         admin = LaggingCache(cache, delay)
         service = MetadataService(BrokerConfig(), cache, cast(Any, admin), cast(Any, None), cast(Any, None))
+        service.new_topic_wait_seconds = 0.5
         metadata = await service.cluster_metadata(["orders"], allow_auto_create=True)
         return metadata.topics[0], admin.attempts
 

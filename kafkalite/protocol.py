@@ -104,6 +104,7 @@ DESCRIBE_TRANSACTIONS = PREFIX + "/txn/describe"
 LIST_TRANSACTIONS = PREFIX + "/txn/list"
 DESCRIBE_PRODUCERS = PREFIX + "/txn/describe_producers"
 HEALTH = "/health"
+READY = "/ready"
 OPENAPI = PREFIX + "/openapi.json"  # the OpenAPI description of these routes (docs/openapi.yaml)
 # The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see
 # kafkalite.transport.PipelinedConnection). A request message is the API key below (uint16)

@@ -34,7 +34,9 @@ Commands:
   stop     stop the brokers (SIGTERM: graceful, controlled shutdown; the controller last),
            then ZooKeeper
   status   one line per process: "ROLE ID HOST:PORT PID STATE" (role zookeeper|broker,
-           state running|stopped, "-" for no id or pid); exit 1 when any process is down
+           state running|not-ready|stopped, "-" for no id or pid; a broker is not-ready while
+           its GET /ready does not answer 200: not registered yet, or its ZooKeeper session
+           suspended); exit 1 when any process is down or a broker is not ready
 
 Options:
   --brokers N      number of brokers (default 3; 1..99)
@@ -217,13 +219,24 @@ print_status() {
     for ((broker = 1; broker <= brokers; broker++)); do
         pid="${broker_pids[$broker]:-}"
         if [[ -n "$pid" ]]; then
-            echo "broker $broker 127.0.0.1:$(broker_port "$broker") $pid running"
+            if broker_ready "$(broker_port "$broker")"; then
+                echo "broker $broker 127.0.0.1:$(broker_port "$broker") $pid running"
+            else
+                echo "broker $broker 127.0.0.1:$(broker_port "$broker") $pid not-ready"
+                down=1
+            fi
         else
             echo "broker $broker 127.0.0.1:$(broker_port "$broker") - stopped"
             down=1
         fi
     done
     return "$down"
+}
+
+# broker_ready PORT: the broker on 127.0.0.1:PORT answers GET /ready with 200.
+broker_ready() {
+    "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=3)' \
+        "http://127.0.0.1:$1/ready" >/dev/null 2>&1
 }
 
 # port_in_use PORT: something accepts connections on 127.0.0.1:PORT.

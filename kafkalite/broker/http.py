@@ -260,6 +260,7 @@ def build_app(services: BrokerServices) -> web.Application:
     groups = services.groups
     routes = [
         web.get(protocol.HEALTH, api.health),
+        web.get(protocol.READY, api.ready),
         web.get(protocol.API_VERSIONS, api.api_versions),
         web.get(protocol.METADATA, api.metadata),
         web.post(protocol.METADATA, api.metadata),
@@ -344,6 +345,21 @@ class BrokerApi:
 
     async def health(self, request: web.Request) -> web.Response:
         return _json_response(codec.encode_health(self.services.metadata.health()))
+
+    async def ready(self, request: web.Request) -> web.Response:
+        """Readiness: 200 while the broker serves (registered in ZooKeeper with a live session,
+        its metadata loaded, no log dir offline), else 503 with the reasons."""
+        services = self.services
+        reasons = []
+        fenced = services.replicas.not_serving_reason()
+        if fenced is not None:
+            reasons.append(f"not serving partitions: {fenced}")
+        if not services.metadata.cache.started:
+            reasons.append("the metadata cache has not loaded the cluster from ZooKeeper yet")
+        health = services.metadata.health()
+        reasons += [f"log dir {path} is offline: {reason}" for path, reason in health.offline_log_dirs]
+        return _json_response({"ready": not reasons, "broker_id": health.broker_id, "reasons": reasons},
+                              status=200 if not reasons else 503)
 
     async def api_versions(self, request: web.Request) -> web.Response:
         routes = sorted({path for path in (info.get("path", "") or info.get("formatter", "")

@@ -395,6 +395,11 @@ class ReplicaService:
         self.replica_manager = replica_manager
         self.controller = controller
 
+    def not_serving_reason(self) -> str | None:
+        """Why this broker serves no partition now (not registered yet, ZooKeeper session
+        suspended or expired and not confirmed since), or None while it serves."""
+        return self.replica_manager.fenced_reason
+
     async def produce(self, request: protocol.ProduceRequest) -> list[protocol.ProduceResult]:
         return await self.replica_manager.produce(request)
 

@@ -103,7 +103,7 @@ def validate_compose_file() -> None:
     assert rendered.count("condition: service_healthy") == 6  # brokers on ZooKeeper, the job on the brokers
     for port in ("39092", "39093", "39094"):
         assert f"KAFKALITE_ADVERTISED_LISTENERS: PLAINTEXT://127.0.0.1:{port}" in rendered
-        assert f"http://127.0.0.1:{port}/health" in rendered
+        assert f"http://127.0.0.1:{port}/ready" in rendered
     assert "KAFKALITE_ZOOKEEPER_CONNECT: 127.0.0.1:32181/kafkalite" in rendered
     assert "BASE_IMAGE: example/base:1" in rendered
     assert "profiles:\n    - spark" in rendered  # the Spark job only runs with --profile spark

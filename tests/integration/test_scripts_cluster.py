@@ -119,7 +119,7 @@ def parse_status(output: str) -> dict[tuple[str, str], dict[str, Any]]:
         assert len(fields) == 5, f"status line {line!r} is not 'role id host:port pid state'"
         role, identifier, address, pid, state = fields
         assert role in ("zookeeper", "broker"), line
-        assert state in ("running", "stopped"), line
+        assert state in ("running", "not-ready", "stopped"), line
         entries[(role, identifier)] = {"address": address, "pid": None if pid == "-" else int(pid),
                                        "state": state}
     return entries

@@ -36,9 +36,11 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
+from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE, generate_latest
 
 from kafkalite import protocol
 from kafkalite.broker import http_codec as codec, txn_http
+from kafkalite.broker.metrics import broker_registry
 from kafkalite.broker.services import BrokerServices
 from kafkalite.errors import (
     BrokerResponseError,
@@ -261,6 +263,7 @@ def build_app(services: BrokerServices) -> web.Application:
     routes = [
         web.get(protocol.HEALTH, api.health),
         web.get(protocol.READY, api.ready),
+        web.get(protocol.METRICS, api.metrics),
         web.get(protocol.API_VERSIONS, api.api_versions),
         web.get(protocol.METADATA, api.metadata),
         web.post(protocol.METADATA, api.metadata),
@@ -342,9 +345,15 @@ class BrokerApi:
         self.services = services
         self.config = services.config
         self._channels: set[asyncio.Task[Any]] = set()
+        self._metrics = broker_registry(services)
 
     async def health(self, request: web.Request) -> web.Response:
         return _json_response(codec.encode_health(self.services.metadata.health()))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text format (:mod:`kafkalite.broker.metrics`), rendered on the loop."""
+        return web.Response(body=generate_latest(self._metrics),
+                            headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
     async def ready(self, request: web.Request) -> web.Response:
         """Readiness: 200 while the broker serves (registered in ZooKeeper with a live session,

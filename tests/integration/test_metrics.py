@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkalite import KafkaProducer
+from kafkalite import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition, protocol
+from kafkalite.record.batch import build_batch
 from tests.support.cluster import BrokerCluster, http, running_cluster
 
 pytestmark = pytest.mark.integration
@@ -32,6 +33,11 @@ def samples(cluster: BrokerCluster, broker_id: int) -> dict[tuple[str, tuple[tup
 
 def value(cluster: BrokerCluster, broker_id: int, name: str, **labels: str) -> float:
     return samples(cluster, broker_id)[(name, tuple(sorted(labels.items())))]
+
+
+def value_or_zero(cluster: BrokerCluster, broker_id: int, name: str, **labels: str) -> float:
+    """A counter that has no series yet (nothing counted) reads as 0."""
+    return samples(cluster, broker_id).get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def total(cluster: BrokerCluster, name: str) -> float:
@@ -121,3 +127,102 @@ def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluste
         cluster.brokers[replica].wait_ready()
     cluster.wait_in_sync(topic, timeout=60)
     cluster.wait_for(lambda: total(cluster, name) == 0, 30, "no offline partition")
+
+
+TOPIC_METRIC = "kafkalite_server_broker_topic_metrics_"
+
+
+def produce_batch(cluster: BrokerCluster, leader: int, topic: str, batch: bytes) -> protocol.ProduceResult:
+    request = protocol.ProduceRequest(-1, 10_000, [protocol.ProducePartition(topic, 0, batch)])
+    body = b"".join(bytes(piece) for piece in protocol.encode_produce_request(request))
+    answer = http(cluster.brokers[leader].address, "POST", protocol.PRODUCE, raw=body,
+                  content_type=protocol.BINARY_CONTENT_TYPE)
+    return protocol.decode_produce_response(answer)[0]
+
+
+def test_bytes_and_messages_in_and_out_grow_by_what_is_produced_and_fetched(cluster: BrokerCluster) -> None:
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    cluster.wait_in_sync(topic)
+    leader = leader_of(cluster, topic)
+    followers = [broker_id for broker_id in cluster.brokers if broker_id != leader]
+    before = {broker_id: samples(cluster, broker_id) for broker_id in cluster.brokers}
+    requests = ("kafkalite_network_requests_total", (("listener", "http"), ("request", "POST " + protocol.PRODUCE)))
+
+    batch = build_batch([b"value-%d" % index for index in range(40)], [b"key-%d" % index for index in range(40)])
+    assert produce_batch(cluster, leader, topic, batch).error_code == 0  # acks=all: the followers have it
+
+    assert value(cluster, leader, TOPIC_METRIC + "bytes_in_total", topic=topic) == len(batch)
+    assert value(cluster, leader, TOPIC_METRIC + "messages_in_total", topic=topic) == 40
+    assert value(cluster, leader, TOPIC_METRIC + "total_produce_requests_total", topic=topic) == 1
+    assert value(cluster, leader, TOPIC_METRIC + "failed_produce_requests_total", topic=topic) == 0
+    after = samples(cluster, leader)
+    assert after[requests] == before[leader].get(requests, 0) + 1
+    histogram_count = ("kafkalite_network_request_total_time_seconds_count", requests[1])
+    assert after[histogram_count] == after[requests]
+    for follower in followers:  # replication: in on every follower, out of the leader
+        assert value(cluster, follower, TOPIC_METRIC + "replication_bytes_in_total", topic=topic) == len(batch)
+        assert value_or_zero(cluster, follower, TOPIC_METRIC + "bytes_in_total", topic=topic) == 0
+    assert value(cluster, leader, TOPIC_METRIC + "replication_bytes_out_total", topic=topic) >= 2 * len(batch)
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek(TopicPartition(topic, 0), 0)
+        got = []
+        while len(got) < 40:
+            for records in consumer.poll(timeout_ms=1000).values():
+                got.extend(records)
+    finally:
+        consumer.close()
+    # what the consumer fetched: the one batch (a fetch that found nothing adds nothing)
+    assert value(cluster, leader, TOPIC_METRIC + "bytes_out_total", topic=topic) == len(batch)
+
+
+def test_kafka_protocol_requests_are_counted_per_api(cluster: BrokerCluster) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    name = "kafkalite_network_requests_total"
+    before = sum(value_or_zero(cluster, broker_id, name, listener="kafka", request="Metadata")
+                 for broker_id in cluster.brokers)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.list_topics(timeout=30)
+    after = sum(value_or_zero(cluster, broker_id, name, listener="kafka", request="Metadata")
+                for broker_id in cluster.brokers)
+    assert after >= before + 1
+    versions = sum(value_or_zero(cluster, broker_id, name, listener="kafka", request="ApiVersions")
+                   for broker_id in cluster.brokers)
+    assert versions >= 1
+
+
+def test_consumer_lag_is_the_high_watermark_minus_the_committed_offset(cluster: BrokerCluster) -> None:
+    topic, group = f"metrics-{uuid.uuid4().hex[:8]}", f"metrics-group-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=3, replication_factor=3)
+    cluster.wait_in_sync(topic)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    try:
+        for index in range(300):
+            producer.send(topic, value=b"value-%d" % index, partition=index % 3)
+        producer.flush(30)
+    finally:
+        producer.close()
+    committed = {0: 10, 1: 55, 2: 100}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition(topic, number): OffsetAndMetadata(offset, "")
+                         for number, offset in committed.items()})
+    finally:
+        consumer.close()
+    coordinator = cluster.call("POST", protocol.FIND_COORDINATOR, {"key": group})["node_id"]
+    leaders = {item["partition"]: item["leader"] for item in cluster.partitions(topic)}
+    assert any(leader != coordinator for leader in leaders.values()), "some high watermark is asked of a leader"
+    metrics = samples(cluster, coordinator)
+    for number, offset in committed.items():
+        labels = (("group", group), ("partition", str(number)), ("topic", topic))
+        assert metrics[("kafkalite_group_coordinator_committed_offset", labels)] == offset
+        assert metrics[("kafkalite_group_coordinator_consumer_lag", labels)] == 100 - offset
+    assert metrics[("kafkalite_group_coordinator_groups", (("state", "Empty"),))] >= 1
+    for broker_id in cluster.brokers:  # only the coordinator reports the group
+        if broker_id != coordinator:
+            assert not any(key[0] == "kafkalite_group_coordinator_consumer_lag" and ("group", group) in key[1]
+                           for key in samples(cluster, broker_id))

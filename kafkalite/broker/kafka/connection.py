@@ -31,12 +31,14 @@ import asyncio
 import collections
 import logging
 import struct
+import time
 from typing import Any, cast
 
 from kafkalite.broker.kafka import codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.services import BrokerServices
+from kafkalite.broker.stats import KAFKA
 from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
 
 log = logging.getLogger(__name__)
@@ -186,8 +188,11 @@ class KafkaConnection(asyncio.Protocol):
         context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
                                       self._peer.rsplit(":", 1)[0], self.listener_name)
         answer: KafkaAnswer
+        started = time.perf_counter()
+        failed = True
         try:
             answer = await handler.handle(context, request)
+            failed = False
         except BrokerResponseError as exc:
             log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)
             answer = codec.error_answer(api_key, api_version, request, exc.errno, str(exc))
@@ -200,6 +205,8 @@ class KafkaConnection(asyncio.Protocol):
             log.error("unexpected failure serving API key %d v%d from %s", api_key, api_version, self._peer,
                       exc_info=True)
             answer = codec.error_answer(api_key, api_version, request, -1, None)
+        self.services.stats.requests.observe(KAFKA, self.registry.names[api_key], time.perf_counter() - started,
+                                             failed)
         if answer is NO_RESPONSE:
             return None
         return self._encode(api_key, api_version, correlation_id, answer)

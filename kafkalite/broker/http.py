@@ -57,6 +57,7 @@ from kafkalite.registry.api import build_registry_app
 from kafkalite.version import __version__
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("kafkalite.broker.requests")  # one line per request at DEBUG
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -146,7 +147,11 @@ def stats_middleware(stats: RequestStats) -> Any:
             failed = response.status >= 400
             return response
         finally:
-            stats.observe(HTTP, f"{request.method} {route}", time.perf_counter() - started, failed)
+            elapsed = time.perf_counter() - started
+            stats.observe(HTTP, f"{request.method} {route}", elapsed, failed)
+            if request_log.isEnabledFor(logging.DEBUG):
+                request_log.debug("http %s %s from %s: %s in %.1f ms", request.method, request.path, request.remote,
+                                  "failed" if failed else "answered", elapsed * 1000)
 
     return count
 
@@ -487,7 +492,10 @@ class BrokerApi:
         except Exception as exc:  # every failure is answered with its named error
             error = _as_broker_error(exc, "a channel request")
             status, pieces = error.http_status, [protocol.dumps(protocol.error_body(error))]
-        self.services.stats.requests.observe(CHANNEL, name, time.perf_counter() - started, status >= 400)
+        elapsed = time.perf_counter() - started
+        self.services.stats.requests.observe(CHANNEL, name, elapsed, status >= 400)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("channel %s: status %d in %.1f ms", name, status, elapsed * 1000)
         return b"".join([_UINT16.pack(status), *pieces])
 
     async def close_channels(self, app: web.Application) -> None:

@@ -3,11 +3,15 @@ parser, follow the cluster's state. Real ZooKeeper and broker processes."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkalite import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition, protocol
@@ -226,3 +230,28 @@ def test_consumer_lag_is_the_high_watermark_minus_the_committed_offset(cluster: 
         if broker_id != coordinator:
             assert not any(key[0] == "kafkalite_group_coordinator_consumer_lag" and ("group", group) in key[1]
                            for key in samples(cluster, broker_id))
+
+
+MONITORING = Path(__file__).resolve().parents[2] / "compose" / "monitoring"
+
+
+def test_the_grafana_dashboard_and_prometheus_config_name_only_metrics_the_brokers_serve(
+        cluster: BrokerCluster) -> None:
+    served: set[str] = set()
+    for broker_id in cluster.brokers:
+        text = http(cluster.brokers[broker_id].address, "GET", "/metrics", timeout=10)
+        for family in text_string_to_metric_families(text.decode() if isinstance(text, bytes) else text):
+            served.add(family.name)
+            served.update(sample.name for sample in family.samples)
+    dashboard = json.loads((MONITORING / "grafana" / "dashboards" / "kafkalite.json").read_text())
+    expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    named = {name for expression in expressions for name in re.findall(r"\b(?:kafkalite|process)_[a-z_]+", expression)}
+    assert len(named) >= 15
+    assert sorted(name for name in named if name not in served and re.sub(r"_(total|bucket)$", "", name)
+                  not in served) == []
+    provisioned = yaml.safe_load((MONITORING / "grafana" / "provisioning" / "datasources" / "prometheus.yml")
+                                 .read_text())["datasources"][0]
+    assert all(panel["datasource"]["uid"] == provisioned["uid"] for panel in dashboard["panels"])
+    scrape = yaml.safe_load((MONITORING / "prometheus.yml").read_text())["scrape_configs"][0]
+    assert scrape["metrics_path"] == "/metrics"
+    assert scrape["static_configs"][0]["targets"] == ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"]

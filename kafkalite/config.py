@@ -61,6 +61,17 @@ def parse_cleanup_policy(value: str) -> str:
     return ",".join(policies)
 
 
+#: The broker's log line formats (``log.format``): one line of text, or one JSON object.
+LOG_FORMATS = ("text", "json")
+
+
+def parse_log_format(value: str) -> str:
+    chosen = str(value).strip().lower()
+    if chosen not in LOG_FORMATS:
+        raise ConfigError(f"log.format must be text or json, got {value!r}")
+    return chosen
+
+
 @dataclass(frozen=True)
 class _Setting:
     attribute: str
@@ -300,6 +311,7 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": _Setting(
         "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
     "schema.registry.listeners": _Setting("schema_registry_listeners", str),
+    "log.format": _Setting("log_format", parse_log_format),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -340,6 +352,8 @@ class BrokerConfig:
 
     broker_id: int = 0
     broker_rack: str | None = None
+    #: ``text`` (the default) or ``json``: one JSON object per log line, for log shippers
+    log_format: str = "text"
     listeners: str = "PLAINTEXT://127.0.0.1:9092"
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None

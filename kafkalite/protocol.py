@@ -105,6 +105,7 @@ LIST_TRANSACTIONS = PREFIX + "/txn/list"
 DESCRIBE_PRODUCERS = PREFIX + "/txn/describe_producers"
 HEALTH = "/health"
 READY = "/ready"
+METRICS = "/metrics"
 OPENAPI = PREFIX + "/openapi.json"  # the OpenAPI description of these routes (docs/openapi.yaml)
 # The binary channel: a WebSocket whose binary messages carry produce and fetch frames (see
 # kafkalite.transport.PipelinedConnection). A request message is the API key below (uint16)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what kafkalite needs on Debian, idempotently:
-#   - Debian packages (ZooKeeper and its SLF4J backend, a Java runtime) when missing;
+#   - Debian packages (ZooKeeper and its SLF4J backend, a Java runtime, curl) when missing;
 #   - a virtualenv in .venv with kafkalite and its test (and, with --spark, Spark) extras;
 #   - kcat (Debian) and kafkajs (npm, pinned by tests/js/package-lock.json into tests/js/node_modules),
 #     the non-Python Kafka clients tests/integration/test_kafka_tools.py runs.
@@ -27,6 +27,8 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# README's examples (tested) read the brokers' HTTP API with curl.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing Debian packages: ${need_apt[*]}"

@@ -23,4 +23,7 @@ if ! .venv/bin/python -m mypy; then
   echo "Error: mypy found the type errors above; fix them before the tests run" >&2
   exit 1
 fi
+# Compile the bytecode once: every broker, tool and Spark worker process the tests start imports
+# the package, and where PYTHONDONTWRITEBYTECODE is set each of them would compile it anew.
+.venv/bin/python -m compileall -q kafkalite pyspark_kafkalite tests >/dev/null
 exec .venv/bin/python -m pytest "$@"

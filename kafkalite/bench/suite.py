@@ -279,6 +279,8 @@ class Environment:
         self.directory = directory
         self.zookeeper: ZooKeeperServer | None = None
         self.cluster: BrokerCluster | None = None
+        #: the current cluster once every broker of it is up (what the metrics scraper scrapes)
+        self.running: BrokerCluster | None = None
         self.cluster_number = 0
 
     def start_cluster(self, size: int) -> BrokerCluster:
@@ -299,6 +301,7 @@ class Environment:
             self.stop_cluster()
             raise
         log(f"brokers at {cluster.bootstrap}")
+        self.running = cluster
         return cluster
 
     def broker_pids(self) -> list[int]:
@@ -309,6 +312,7 @@ class Environment:
 
     def stop_cluster(self) -> None:
         """Stop the current cluster and delete its data."""
+        self.running = None
         if self.cluster is not None:
             cluster, self.cluster = self.cluster, None
             cluster.stop()
@@ -322,6 +326,47 @@ class Environment:
             if self.zookeeper is not None:
                 zookeeper, self.zookeeper = self.zookeeper, None
                 zookeeper.stop()
+
+
+class MetricsScraper:
+    """Scrapes ``GET /metrics`` of every live broker of the environment's current cluster every
+    ``interval`` seconds while the scenarios run (``--scrape-metrics``), as Prometheus would, so
+    the figures show what scraping costs. A thread of its own; stopped by :meth:`stop`."""
+
+    def __init__(self, environment: Environment, interval: float) -> None:
+        self.environment, self.interval = environment, interval
+        self.scrapes = self.failures = 0
+        self.seconds = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-scraper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(self.interval):
+            cluster = self.environment.running
+            if cluster is None:
+                continue
+            for broker in list(cluster.brokers.values()):
+                began = time.monotonic()
+                try:
+                    with urllib.request.urlopen(f"http://{broker.address}/metrics", timeout=5) as answer:
+                        answer.read()
+                    self.scrapes += 1
+                    self.seconds += time.monotonic() - began
+                except OSError:  # a broker being replaced between scenarios
+                    self.failures += 1
+
+    def stop(self) -> str:
+        """Stop scraping; one line describing what was scraped."""
+        self._stop.set()
+        self._thread.join(10)
+        mean = self.seconds / self.scrapes * 1000 if self.scrapes else 0.0
+        return (f"/metrics scraped every {self.interval:g} s: {self.scrapes} scrapes (mean {mean:.1f} ms), "
+                f"{self.failures} failed")
 
 
 # --- parsing the tools' output ----------------------------------------------------------------
@@ -715,17 +760,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="P1,P3", help="run only these scenarios (comma-separated)")
     parser.add_argument("--dir", default=tempfile.gettempdir(),
                         help="where the temporary clusters and logs go (default: the system temp directory)")
+    parser.add_argument("--scrape-metrics", type=float, metavar="SECONDS",
+                        help="scrape every broker's GET /metrics this often while the scenarios run "
+                             "(shows what a Prometheus scrape costs; the results are not written to the docs)")
     written = parser.add_mutually_exclusive_group()
     written.add_argument("--docs", type=Path, metavar="PATH",
                          help="write the results into PATH (default: docs/performance.md, full runs only)")
     written.add_argument("--no-docs", action="store_true", help="do not write the results anywhere")
     arguments = parser.parse_args(argv)
     wanted = parse_only(arguments.only, parser)
+    if arguments.scrape_metrics is not None and not 0.1 <= arguments.scrape_metrics <= 60:
+        parser.error("--scrape-metrics must be between 0.1 and 60 seconds")
     if not Path(arguments.dir).is_dir():
         parser.error(f"--dir {arguments.dir} is not a directory")
     sizes = Sizes.for_mode(arguments.quick)
     mode = ("quick" if arguments.quick else "full") + ("" if arguments.only is None else f", only {','.join(wanted)}")
-    if arguments.no_docs:
+    if arguments.scrape_metrics is not None:
+        mode += f", /metrics scraped every {arguments.scrape_metrics:g} s"
+    if arguments.no_docs or (arguments.scrape_metrics is not None and arguments.docs is None):
         docs_path = None
     elif arguments.docs is not None:
         docs_path = arguments.docs
@@ -749,10 +801,18 @@ def main(argv: list[str] | None = None) -> int:
             runner.reserve = sizes.p5_reserve_seconds
         if {"P1", "P2", "P3", "P4", "P6", "P7"} & set(wanted):
             environment = Environment(directory)
-            if {"P1", "P3", "P6"} & set(wanted):
-                run_single_broker(environment, runner, sizes, set(wanted), rows)
-            if {"P2", "P4", "P7"} & set(wanted):
-                run_three_brokers(environment, runner, sizes, set(wanted), rows)
+            scraper = MetricsScraper(environment, arguments.scrape_metrics) if arguments.scrape_metrics else None
+            if scraper is not None:
+                scraper.start()
+            try:
+                if {"P1", "P3", "P6"} & set(wanted):
+                    run_single_broker(environment, runner, sizes, set(wanted), rows)
+                if {"P2", "P4", "P7"} & set(wanted):
+                    run_three_brokers(environment, runner, sizes, set(wanted), rows)
+            finally:
+                if scraper is not None:
+                    cpu_notes.append(scraper.stop())
+                    log(cpu_notes[-1])
             environment.close()
             environment = None
         if "P5" in wanted:

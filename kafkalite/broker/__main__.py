@@ -14,15 +14,11 @@ import logging
 import signal
 import sys
 
+from kafkalite.broker.log_format import configure_logging, use_format
 from kafkalite.broker.server import Broker, load_config
 from kafkalite.errors import KafkaliteError
 
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)", stream=sys.stderr)
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
-    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 async def _run(broker: Broker) -> int:
@@ -51,14 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", help="path to server.properties")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a property of the file (may be repeated)")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
+                        help="logging level (default INFO)")
     arguments = parser.parse_args(argv)
-    _configure_logging(arguments.log_level)
+    handler = configure_logging(arguments.log_level)
     try:
         config = load_config(arguments.config, arguments.override)
     except KafkaliteError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
+    use_format(handler, config.log_format, config.broker_id)
     broker = Broker(config)
     try:
         import uvloop

@@ -355,6 +355,13 @@ class GroupCoordinator:
                   if group.partition in self.owned and (not states or group.state.value in states)]
         return ListGroupsAnswer(groups, sorted(self.loading))
 
+    def committed_positions(self) -> list[tuple[str, str, int, int]]:
+        """``(group id, topic, partition, committed offset)`` of every group this broker
+        coordinates now, sorted (what consumer lag is computed from)."""
+        return sorted((group.group_id, topic, number, value.offset)
+                      for group in self.groups.values() if group.partition in self.owned
+                      for (topic, number), value in group.offsets.items())
+
     async def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
         answers = []
         for group_id in group_ids:

@@ -28,6 +28,7 @@ import json
 import logging
 import re
 import struct
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -36,10 +37,13 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
+from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
 from kafkalite.broker import http_codec as codec, txn_http
+from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
+from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
 from kafkalite.errors import (
     BrokerResponseError,
     ConfigError,
@@ -53,6 +57,7 @@ from kafkalite.registry.api import build_registry_app
 from kafkalite.version import __version__
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("kafkalite.broker.requests")  # one line per request at DEBUG
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -123,6 +128,32 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return response
     except Exception as exc:
         return _error_response(_as_broker_error(exc, what))
+
+
+def stats_middleware(stats: RequestStats) -> Any:
+    """Counts and times every HTTP request by its route (the binary channel's messages are
+    counted one by one instead: its WebSocket request lasts as long as the channel)."""
+
+    @web.middleware
+    async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        if route == protocol.CHANNEL:
+            return await handler(request)
+        started = time.perf_counter()
+        failed = True
+        try:
+            response = await handler(request)
+            failed = response.status >= 400
+            return response
+        finally:
+            elapsed = time.perf_counter() - started
+            stats.observe(HTTP, f"{request.method} {route}", elapsed, failed)
+            if request_log.isEnabledFor(logging.DEBUG):
+                request_log.debug("http %s %s from %s: %s in %.1f ms", request.method, request.path, request.remote,
+                                  "failed" if failed else "answered", elapsed * 1000)
+
+    return count
 
 
 class _JsonErrorRequestHandler(RequestHandler):
@@ -254,13 +285,15 @@ def openapi_document() -> bytes:
 def build_app(services: BrokerServices) -> web.Application:
     """The aiohttp application serving the broker's API over ``services``."""
     config = services.config
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.socket_request_max_bytes)
+    app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
+                          client_max_size=config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     api = BrokerApi(services)
     groups = services.groups
     routes = [
         web.get(protocol.HEALTH, api.health),
         web.get(protocol.READY, api.ready),
+        web.get(protocol.METRICS, api.metrics),
         web.get(protocol.API_VERSIONS, api.api_versions),
         web.get(protocol.METADATA, api.metadata),
         web.post(protocol.METADATA, api.metadata),
@@ -342,9 +375,15 @@ class BrokerApi:
         self.services = services
         self.config = services.config
         self._channels: set[asyncio.Task[Any]] = set()
+        self._metrics = BrokerMetrics(services)
 
     async def health(self, request: web.Request) -> web.Response:
         return _json_response(codec.encode_health(self.services.metadata.health()))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text format (:mod:`kafkalite.broker.metrics`), rendered on the loop."""
+        return web.Response(body=await self._metrics.render(),
+                            headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
     async def ready(self, request: web.Request) -> web.Response:
         """Readiness: 200 while the broker serves (registered in ZooKeeper with a live session,
@@ -430,6 +469,9 @@ class BrokerApi:
         return socket
 
     async def _channel_call(self, data: bytes, limit: int) -> bytes:
+        started = time.perf_counter()
+        name = "unknown"
+        status = 500
         try:
             if len(data) < 2:
                 raise InvalidRequestError("a channel message starts with a two-byte API key")
@@ -440,14 +482,20 @@ class BrokerApi:
             body = memoryview(data)[2:]
             pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
+                name = "produce"
                 status, pieces = await self._produce(body)
             elif api == _CHANNEL_FETCH:
+                name = "fetch"
                 status, pieces = await self._fetch(body)
             else:
                 raise InvalidRequestError(f"unknown channel API key {api}")
         except Exception as exc:  # every failure is answered with its named error
             error = _as_broker_error(exc, "a channel request")
             status, pieces = error.http_status, [protocol.dumps(protocol.error_body(error))]
+        elapsed = time.perf_counter() - started
+        self.services.stats.requests.observe(CHANNEL, name, elapsed, status >= 400)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("channel %s: status %d in %.1f ms", name, status, elapsed * 1000)
         return b"".join([_UINT16.pack(status), *pieces])
 
     async def close_channels(self, app: web.Application) -> None:

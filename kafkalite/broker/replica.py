@@ -56,6 +56,7 @@ from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.partition import Partition, Role, build_producer_state
 from kafkalite.broker.producer_state import ProducerEntry
+from kafkalite.broker.stats import TopicStats
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator
@@ -117,8 +118,10 @@ class ReplicaManager:
     """Hosted partitions and their request paths. See the module docstring."""
 
     def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: MetadataCache,
-                 zookeeper: Coordinator, clock: Callable[[], int]) -> None:
+                 zookeeper: Coordinator, clock: Callable[[], int], stats: TopicStats | None = None) -> None:
         self.config = config
+        #: per-topic traffic, counted once per partition of a produce or fetch
+        self.stats = stats if stats is not None else TopicStats()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.metadata = metadata
@@ -319,6 +322,7 @@ class ReplicaManager:
         return partition
 
     async def _remove_topic(self, topic: str) -> None:
+        self.stats.forget(topic)
         for (name, number) in [key for key in self.partitions if key[0] == topic]:
             await self._drop_partition(name, number, delete=True)
         for (name, number) in [key for key in self.log_manager.logs if key[0] == topic]:
@@ -359,6 +363,7 @@ class ReplicaManager:
                     raise InvalidTopicError(f"clients may not write to the internal topic {item.topic}")
                 partition = self._partition_for(item.topic, item.partition)
                 info = await partition.append_as_leader(item.records, request.acks, wait_for_flush=False)
+                self.stats.produced(item.topic, info.last_offset - info.first_offset + 1, len(item.records))
                 results.append(ProduceResult(item.topic, item.partition, 0, info.first_offset, info.log_append_time,
                                              partition.log.log_start_offset))
                 if partition.needs_flush(info):
@@ -366,6 +371,7 @@ class ReplicaManager:
                 if request.acks == -1:
                     waits.append((len(results) - 1, partition, info.last_offset + 1))
             except Exception as exc:  # every failure becomes a per-partition error code
+                self.stats.produce_failed(item.topic)
                 code, message = _error_code(exc)
                 if code == UnknownServerError.errno:
                     log.exception("produce to %s-%d failed", item.topic, item.partition)
@@ -451,6 +457,13 @@ class ReplicaManager:
                 # An error, a diverging follower's truncation point or a log start offset the
                 # follower has not adopted yet (DeleteRecords) is answered at once: a follower
                 # must not wait out a long poll before it can truncate or delete.
+                stats = self.stats
+                for result in results:
+                    if result.error_code:
+                        if not is_follower:
+                            stats.fetch_failed(result.topic)
+                    else:
+                        stats.fetched(result.topic, len(result.records), is_follower)
                 return results
             # One future for the whole request, completed by the first partition that moves
             # or by the deadline.
@@ -730,6 +743,7 @@ class ReplicaManager:
                 else:
                     checked = check_batches(result.records, partition_log.config, from_client=False)
                 partition_log.append_checked_as_follower(checked)
+                self.stats.replicated(partition.topic, size)
                 completed = partition.record_replicated(result.records)
                 for txn in completed:
                     self._notify_marker(partition.topic, partition.partition, txn.producer_id, not txn.aborted)

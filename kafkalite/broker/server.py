@@ -30,6 +30,7 @@ from kafkalite import protocol
 from kafkalite.broker.admin import AdminService
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
+from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.group_offsets import ReplicaOffsetLog
 from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
@@ -45,6 +46,7 @@ from kafkalite.broker.services import (
     RecordsService,
     ReplicaService,
 )
+from kafkalite.broker.stats import BrokerStats
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.broker.txn_markers import BrokerMarkerChannel, BrokerTxnTopology, ReplicaTxnStateLog
 from kafkalite.config import BrokerConfig, load_properties
@@ -86,7 +88,9 @@ class Broker:
             config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000,
             connect_timeout=config.zookeeper_connection_timeout_ms / 1000)
         self.metadata = MetadataCache(self.zookeeper, config.broker_id)
-        self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock)
+        self.stats = BrokerStats()
+        self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock,
+                                              self.stats.topics)
         self.controller = Controller(config, self.zookeeper, self.metadata, self._topic_configs, clock)
         self.admin = AdminService(config, self.zookeeper, self.metadata, clock)
         self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin")
@@ -120,7 +124,9 @@ class Broker:
             config=config, metadata=metadata_service, replicas=replicas, records=records,
             controller=controller_service, admin=admin_requests, groups=self.group_coordinator,
             producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
-            registry=self.schema_store)
+            registry=self.schema_store, stats=self.stats,
+            consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
+                                     self.transport))
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

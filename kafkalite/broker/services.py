@@ -37,9 +37,11 @@ from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, validate_topic_name
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
+from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica import ReplicaManager
+from kafkalite.broker.stats import BrokerStats
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
@@ -733,3 +735,7 @@ class BrokerServices:
     transactions: TransactionCoordinator
     #: The schema registry's store, served under /registry by the HTTP front end.
     registry: SchemaStore | None = None
+    #: The running counts the front ends add their requests to and ``GET /metrics`` reads.
+    stats: BrokerStats = field(default_factory=BrokerStats)
+    #: Consumer lag of the groups this broker coordinates, for ``GET /metrics``.
+    consumer_lag: ConsumerLag | None = None

@@ -30,22 +30,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import io
 import json
 import struct
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
-
-from kio.schema.consumer_protocol_assignment.v0 import data as assignment_v0
-from kio.schema.consumer_protocol_assignment.v1 import data as assignment_v1
-from kio.schema.consumer_protocol_assignment.v2 import data as assignment_v2
-from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
-from kio.schema.consumer_protocol_subscription.v0 import data as subscription_v0
-from kio.schema.consumer_protocol_subscription.v1 import data as subscription_v1
-from kio.schema.consumer_protocol_subscription.v2 import data as subscription_v2
-from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32
 
 from kafkalite.client.assignors import (
     ASSIGNORS,
@@ -158,12 +149,34 @@ def decode_json(value: Any) -> Any:
 #: The ConsumerProtocol version kafkalite writes (Kafka 3.x's newest); older versions are read too.
 CONSUMER_PROTOCOL_VERSION = 3
 _VERSION = struct.Struct(">h")
-_CLASSES: dict[str, tuple[type[Any], ...]] = {
-    "subscription": (subscription_v0.ConsumerProtocolSubscription, subscription_v1.ConsumerProtocolSubscription,
-                     subscription_v2.ConsumerProtocolSubscription, subscription_v3.ConsumerProtocolSubscription),
-    "assignment": (assignment_v0.ConsumerProtocolAssignment, assignment_v1.ConsumerProtocolAssignment,
-                   assignment_v2.ConsumerProtocolAssignment, assignment_v3.ConsumerProtocolAssignment),
-}
+
+
+@functools.cache
+def _kio() -> SimpleNamespace:
+    """kio's ConsumerProtocol classes and serializers, imported on first use: importing kio costs
+    about 0.2 s, which clients that never join a group (producers, tools) need not pay."""
+    from kio.schema.consumer_protocol_assignment.v0 import data as assignment_v0
+    from kio.schema.consumer_protocol_assignment.v1 import data as assignment_v1
+    from kio.schema.consumer_protocol_assignment.v2 import data as assignment_v2
+    from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
+    from kio.schema.consumer_protocol_subscription.v0 import data as subscription_v0
+    from kio.schema.consumer_protocol_subscription.v1 import data as subscription_v1
+    from kio.schema.consumer_protocol_subscription.v2 import data as subscription_v2
+    from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i32
+
+    return SimpleNamespace(
+        classes={
+            "subscription": (subscription_v0.ConsumerProtocolSubscription,
+                             subscription_v1.ConsumerProtocolSubscription,
+                             subscription_v2.ConsumerProtocolSubscription,
+                             subscription_v3.ConsumerProtocolSubscription),
+            "assignment": (assignment_v0.ConsumerProtocolAssignment, assignment_v1.ConsumerProtocolAssignment,
+                           assignment_v2.ConsumerProtocolAssignment, assignment_v3.ConsumerProtocolAssignment),
+        },
+        subscription_v3=subscription_v3, assignment_v3=assignment_v3, entity_reader=entity_reader,
+        entity_writer=entity_writer, i32=i32)
 
 
 def _by_topic(partitions: Sequence[tuple[str, int]], entity: Any) -> tuple[Any, ...]:
@@ -176,22 +189,24 @@ def _by_topic(partitions: Sequence[tuple[str, int]], entity: Any) -> tuple[Any, 
 def _kafka_bytes(entity: Any) -> str:
     buffer = io.BytesIO()
     buffer.write(_VERSION.pack(CONSUMER_PROTOCOL_VERSION))
-    entity_writer(type(entity))(buffer, entity)
+    _kio().entity_writer(type(entity))(buffer, entity)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def encode_subscription(subscription: Subscription) -> str:
     """A subscription as Kafka's ConsumerProtocolSubscription v3, base64."""
-    return _kafka_bytes(subscription_v3.ConsumerProtocolSubscription(
+    kio = _kio()
+    return _kafka_bytes(kio.subscription_v3.ConsumerProtocolSubscription(
         topics=tuple(subscription.topics), user_data=subscription.user_data or None,
-        owned_partitions=_by_topic(subscription.owned_partitions, subscription_v3.TopicPartition),
-        generation_id=i32(subscription.generation), rack_id=None))
+        owned_partitions=_by_topic(subscription.owned_partitions, kio.subscription_v3.TopicPartition),
+        generation_id=kio.i32(subscription.generation), rack_id=None))
 
 
 def encode_assignment(assignment: Assignment) -> str:
     """An assignment as Kafka's ConsumerProtocolAssignment v3, base64."""
-    return _kafka_bytes(assignment_v3.ConsumerProtocolAssignment(
-        assigned_partitions=_by_topic(assignment.partitions, assignment_v3.TopicPartition),
+    kio = _kio()
+    return _kafka_bytes(kio.assignment_v3.ConsumerProtocolAssignment(
+        assigned_partitions=_by_topic(assignment.partitions, kio.assignment_v3.TopicPartition),
         user_data=assignment.user_data or None))
 
 
@@ -202,9 +217,10 @@ def _read_kafka(data: bytes, kind: str) -> Any:
     if len(data) < 2 or data[0] != 0:  # Kafka's int16 version; kafkalite's earlier JSON starts with "{"
         return None
     (version,) = _VERSION.unpack_from(data)
-    entity = _CLASSES[kind][min(version, CONSUMER_PROTOCOL_VERSION)]
+    kio = _kio()
+    entity = kio.classes[kind][min(version, CONSUMER_PROTOCOL_VERSION)]
     try:
-        value, _ = entity_reader(entity)(data, 2)
+        value, _ = kio.entity_reader(entity)(data, 2)
     except Exception:  # kio raises a variety of errors for bytes that do not parse
         return None
     return value

@@ -24,7 +24,7 @@ class TopicPartition(NamedTuple):
 
 
 class OffsetAndMetadata(NamedTuple):
-    """An offset to commit with optional metadata (group commits arrive with the group issue)."""
+    """An offset to commit, with optional metadata and the leader epoch of the record before it."""
 
     offset: int
     metadata: str = ""

@@ -3,6 +3,7 @@ deletion, metadata agreement and bad requests."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,13 @@ def test_duplicate_broker_id_is_refused(cluster: BrokerCluster, tmp_path: Path) 
     assert result.returncode == 1
     assert "broker.id 1 is already registered" in result.stderr
     assert cluster.describe()["brokers"][0]["id"] == 1  # the real broker 1 is untouched
+
+    # the same refusal with log.format=json: every line is one JSON object
+    result = subprocess.run([sys.executable, "-m", "kafkalite.broker", str(config), "--override", "log.format=json"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    lines = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message", "broker_id"} <= set(line) for line in lines)
+    refusal = [line for line in lines if "broker.id 1 is already registered" in line["message"]]
+    assert refusal and refusal[-1]["level"] == "ERROR" and refusal[-1]["broker_id"] == 1, lines
+    assert all(line["time"].endswith("Z") for line in lines)

@@ -34,6 +34,7 @@ from tests.support.cluster import ROOT, HttpError, free_port, http
 
 pytestmark = pytest.mark.integration
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
+MONITORING_FILE = ROOT / "compose" / "monitoring.yml"
 SCRIPTS = ROOT / "scripts"
 CACHE_DIR = Path(os.environ.get("KAFKALITE_CI_CACHE", "/var/cache/kafkalite-ci"))
 APT_TIMEOUT_SECONDS = 300
@@ -109,6 +110,14 @@ def validate_compose_file() -> None:
     assert "profiles:\n    - spark" in rendered  # the Spark job only runs with --profile spark
     defaults = _command([compose, "-f", str(COMPOSE_FILE), "config"], 60, environment).stdout
     assert "BASE_IMAGE: python:3.11-slim-bookworm" in defaults and "PLAINTEXT://127.0.0.1:9092" in defaults
+    # Prometheus and Grafana, added with compose/monitoring.yml
+    monitored = [compose, "-f", str(COMPOSE_FILE), "-f", str(MONITORING_FILE)]
+    _command([*monitored, "config", "-q"], 60, environment)
+    services = _command([*monitored, "config", "--services"], 60, environment).stdout.split()
+    assert {"prometheus", "grafana", "broker-1"} <= set(services)
+    rendered = _command([*monitored, "config"], 60, {**environment, "KAFKALITE_PROMETHEUS_PORT": "39090"}).stdout
+    assert "--web.listen-address=127.0.0.1:39090" in rendered
+    assert "KAFKALITE_PROMETHEUS_URL: http://127.0.0.1:39090" in rendered
 
 
 class DockerDaemon:

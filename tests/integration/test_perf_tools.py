@@ -191,6 +191,7 @@ def test_end_to_end_latency_at_a_rate(cluster: BrokerCluster) -> None:
      "cannot read properties file"),
     ("bench.sh", ["--only", "P9"], "--only"),
     ("bench.sh", ["--bogus"], "unrecognized arguments"),
+    ("bench.sh", ["--scrape-metrics", "0"], "--scrape-metrics"),
 ])
 def test_usage_errors(script: str, arguments: list[str], message: str) -> None:
     result = run(script, *arguments)
@@ -202,8 +203,10 @@ def test_usage_errors(script: str, arguments: list[str], message: str) -> None:
 def test_benchmark_suite_quick_p1_prints_a_table(tmp_path: Path) -> None:
     docs = tmp_path / "performance.md"
     began = time.monotonic()
+    # with every broker's /metrics scraped twice a second, as a Prometheus would (less often)
     result = subprocess.run([sys.executable, "-m", "kafkalite.bench.suite", "--quick", "--only", "P1", "--docs",
-                             str(docs)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+                             str(docs), "--scrape-metrics", "0.5"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=180)
     elapsed = time.monotonic() - began
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 0, result.stderr
@@ -214,4 +217,6 @@ def test_benchmark_suite_quick_p1_prints_a_table(tmp_path: Path) -> None:
     assert all(row[3] in ("met", "missed") and "records/s" in row[1] for row in rows), result.stdout
     written = docs.read_text()
     assert "| P1 send()" in written and "Python " in written and "nproc" in written
+    scraped = re.search(r"/metrics scraped every 0.5 s: (\d+) scrapes \(mean [\d.]+ ms\), (\d+) failed", written)
+    assert scraped and int(scraped.group(1)) > 0 and scraped.group(2) == "0", written
     assert elapsed < 60, f"the quick P1 run took {elapsed:.0f} s"

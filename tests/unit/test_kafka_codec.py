@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer,
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.listener import is_http
 from kafkalite.broker.services import BrokerServices
+from kafkalite.broker.stats import BrokerStats
 from kafkalite.errors import InvalidRequestError, NotLeaderForPartitionError
 from tests.support.kafka_wire import metadata_request, read_response, request_frame
 
@@ -172,7 +174,8 @@ async def _metadata_handler(context: KafkaRequestContext, request: Any) -> Kafka
 
 
 def _connection(max_bytes: int = 1 << 20) -> tuple[KafkaConnection, RecordingTransport]:
-    services = cast(BrokerServices, SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=max_bytes)))
+    services = cast(BrokerServices, SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=max_bytes),
+                                                    stats=BrokerStats()))
     registry = ApiRegistry([ApiHandler(3, 0, 12, _metadata_handler)])
     connection = KafkaConnection(services, registry, set())
     transport = RecordingTransport()
@@ -240,6 +243,25 @@ def test_named_error_is_answered_and_no_response_writes_nothing() -> None:
         await connection.stop()
 
     run(scenario())
+
+
+def test_every_request_is_counted_timed_and_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> BrokerStats:
+        connection, transport = _connection()
+        connection.data_received(request_frame(3, 12, 1, metadata_request(12, ["a"])))
+        connection.data_received(request_frame(3, 12, 2, metadata_request(12, ["fails"])))
+        await _until(lambda: len(transport.written) == 2)
+        await connection.stop()
+        return cast(BrokerStats, connection.services.stats)
+
+    with caplog.at_level(logging.DEBUG, logger="kafkalite.broker.requests"):
+        stats = run(scenario())
+    counts = stats.requests.requests[("kafka", "Metadata")]
+    assert (counts.requests, counts.errors, sum(counts.buckets)) == (2, 1, 2)
+    assert counts.seconds_total > 0
+    lines = [record.getMessage() for record in caplog.records if record.name == "kafkalite.broker.requests"]
+    assert len(lines) == 2 and all(line.startswith("kafka Metadata v12 from ") for line in lines), lines
+    assert "answered in" in lines[0] and "failed in" in lines[1]
 
 
 def test_unsupported_api_versions_version_gets_the_supported_ranges_in_v0() -> None:

@@ -31,15 +31,19 @@ import asyncio
 import collections
 import logging
 import struct
+import time
 from typing import Any, cast
 
 from kafkalite.broker.kafka import codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.services import BrokerServices
+from kafkalite.broker.stats import KAFKA
 from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
 
 log = logging.getLogger(__name__)
+#: one line per request at DEBUG (``--log-level DEBUG``), shared by every front end
+request_log = logging.getLogger("kafkalite.broker.requests")
 
 _SIZE = struct.Struct(">i")
 #: Requests read ahead of the one being served before reading pauses.
@@ -186,8 +190,11 @@ class KafkaConnection(asyncio.Protocol):
         context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
                                       self._peer.rsplit(":", 1)[0], self.listener_name)
         answer: KafkaAnswer
+        started = time.perf_counter()
+        failed = True
         try:
             answer = await handler.handle(context, request)
+            failed = False
         except BrokerResponseError as exc:
             log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)
             answer = codec.error_answer(api_key, api_version, request, exc.errno, str(exc))
@@ -200,6 +207,12 @@ class KafkaConnection(asyncio.Protocol):
             log.error("unexpected failure serving API key %d v%d from %s", api_key, api_version, self._peer,
                       exc_info=True)
             answer = codec.error_answer(api_key, api_version, request, -1, None)
+        elapsed = time.perf_counter() - started
+        self.services.stats.requests.observe(KAFKA, self.registry.names[api_key], elapsed, failed)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("kafka %s v%d from %s (client %s): %s in %.1f ms", self.registry.names[api_key],
+                              api_version, self._peer, header.client_id, "failed" if failed else "answered",
+                              elapsed * 1000)
         if answer is NO_RESPONSE:
             return None
         return self._encode(api_key, api_version, correlation_id, answer)

@@ -37,6 +37,12 @@ class ApiRegistry:
             self.handlers[handler.api_key] = handler
         self.handlers[codec.API_VERSIONS_KEY] = ApiHandler(codec.API_VERSIONS_KEY, *API_VERSIONS_RANGE,
                                                            self.api_versions)
+        #: Kafka's request names ("Produce", "Fetch", ...), as its RequestMetrics label them
+        self.names: dict[int, str] = {}
+        for key, handler in self.handlers.items():
+            request_class = codec.request_class(key, handler.min_version)
+            assert request_class is not None  # checked above (ApiVersions: kio has every version)
+            self.names[key] = request_class.__name__.removesuffix("Request")
 
     @classmethod
     def default(cls) -> ApiRegistry:

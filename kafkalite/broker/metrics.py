@@ -1,0 +1,212 @@
+"""The broker's Prometheus metrics (``GET /metrics``), named after Kafka's MBeans.
+
+:class:`BrokerStateCollector` is a ``prometheus_client`` collector that reads the broker's
+state when it is scraped, so nothing on the produce or fetch path pays for it:
+
+* ``kafkalite_controller_active_controller_count`` (Kafka's ``ActiveControllerCount``): 1 on
+  the active controller, 0 elsewhere; summed over the brokers it is 1.
+* ``kafkalite_controller_offline_partitions_count`` (``OfflinePartitionsCount``), reported by
+  the active controller only (0 elsewhere, as in Kafka): partitions without a leader.
+* ``kafkalite_server_replica_manager_under_replicated_partitions``
+  (``UnderReplicatedPartitions``): partitions this broker leads whose ISR is smaller than
+  their replica set; ``..._under_min_isr_partition_count`` (``UnderMinIsrPartitionCount``);
+  ``..._leader_count`` and ``..._partition_count``.
+* ``kafkalite_log_log_start_offset``, ``kafkalite_log_log_end_offset`` and
+  ``kafkalite_log_size`` (bytes) per hosted partition (``topic``, ``partition`` labels), as
+  Kafka's ``kafka.log:type=Log`` beans.
+* ``kafkalite_zookeeper_session_state`` (one series per state, 1 for the current one) and
+  ``kafkalite_server_serving`` (1 while the broker serves: the same answer as ``/ready``).
+* per topic (``topic`` label), from :class:`~kafkalite.broker.stats.TopicStats`, as Kafka's
+  ``BrokerTopicMetrics``: ``kafkalite_server_broker_topic_metrics_messages_in_total``,
+  ``..._bytes_in_total``, ``..._bytes_out_total`` (to consumers),
+  ``..._replication_bytes_in_total`` and ``..._replication_bytes_out_total``,
+  ``..._total_produce_requests_total``, ``..._failed_produce_requests_total``,
+  ``..._total_fetch_requests_total`` and ``..._failed_fetch_requests_total`` (a partition of
+  a request counts as one request of its topic);
+* per front end (``listener``: http, channel, kafka) and API (``request``), from
+  :class:`~kafkalite.broker.stats.RequestStats`, as Kafka's ``RequestMetrics``:
+  ``kafkalite_network_requests_total``, ``kafkalite_network_request_errors_total`` (answered
+  with an error as a whole) and the histogram ``kafkalite_network_request_total_time_seconds``;
+* the groups this broker coordinates: ``kafkalite_group_coordinator_groups`` by ``state``
+  (Kafka's ``NumGroupsStable`` ...), and per group and partition with a committed offset
+  ``kafkalite_group_coordinator_committed_offset`` and ``..._consumer_lag`` (high watermark
+  minus committed offset, from :class:`~kafkalite.broker.group_lag.ConsumerLag`).
+
+Plus the ``process_*`` collector of ``prometheus_client`` (CPU, memory, open files).
+
+Concurrency: ``collect`` runs on the broker's event loop (the HTTP handler renders the
+registry there), the only thread that changes partition state; it only reads.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from itertools import accumulate
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kafkalite.broker.group import GroupState
+from kafkalite.broker.group_coordinator import GroupCoordinator
+from kafkalite.broker.group_lag import PartitionLag
+from kafkalite.broker.partition import Role
+from kafkalite.broker.services import BrokerServices
+from kafkalite.broker.stats import LATENCY_BUCKETS, RequestStats, TopicStats
+from kafkalite.coord.coordinator import SessionState
+
+
+class BrokerStateCollector(Collector):
+    """Gauges computed from the broker's state at scrape time (see the module docstring)."""
+
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
+        #: set by :func:`render` right before it renders (the lag needs requests to leaders)
+        self.lag: list[PartitionLag] = []
+
+    def collect(self) -> Iterator[Metric]:
+        services = self.services
+        cache = services.metadata.cache
+        active = services.metadata.controller.active
+        yield _gauge("kafkalite_controller_active_controller_count",
+                     "1 on the active controller, 0 on every other broker.", 1 if active else 0)
+        offline = 0
+        if active:
+            for topic_info in cache.topics.values():
+                offline += sum(1 for info in topic_info.partitions.values() if info.leader < 0)
+        yield _gauge("kafkalite_controller_offline_partitions_count",
+                     "Partitions without a leader (reported by the active controller only).", offline)
+
+        partitions = services.replicas.replica_manager.partitions
+        leaders = [partition for partition in partitions.values() if partition.role is Role.LEADER]
+        under_replicated = sum(1 for partition in leaders if len(partition.isr) < len(partition.replicas))
+        under_min_isr = sum(1 for partition in leaders
+                            if len(partition.isr) < partition.log.config.min_insync_replicas)
+        prefix = "kafkalite_server_replica_manager_"
+        yield _gauge(prefix + "under_replicated_partitions",
+                     "Partitions this broker leads whose ISR is smaller than their replica set.", under_replicated)
+        yield _gauge(prefix + "under_min_isr_partition_count",
+                     "Partitions this broker leads whose ISR is smaller than min.insync.replicas.", under_min_isr)
+        yield _gauge(prefix + "leader_count", "Partitions this broker leads.", len(leaders))
+        yield _gauge(prefix + "partition_count", "Partitions this broker hosts.", len(partitions))
+
+        starts = GaugeMetricFamily("kafkalite_log_log_start_offset", "First offset of a hosted partition's log.",
+                                   labels=["topic", "partition"])
+        ends = GaugeMetricFamily("kafkalite_log_log_end_offset", "Next offset of a hosted partition's log.",
+                                 labels=["topic", "partition"])
+        sizes = GaugeMetricFamily("kafkalite_log_size", "Bytes of a hosted partition's log segments.",
+                                  labels=["topic", "partition"])
+        for (topic, number), partition in sorted(partitions.items()):
+            labels = [topic, str(number)]
+            starts.add_metric(labels, partition.log.log_start_offset)
+            ends.add_metric(labels, partition.log.log_end_offset)
+            sizes.add_metric(labels, partition.log.size_in_bytes)
+        yield starts
+        yield ends
+        yield sizes
+
+        state = cache.zookeeper.state
+        session = GaugeMetricFamily("kafkalite_zookeeper_session_state",
+                                    "1 for the broker's current ZooKeeper session state.", labels=["state"])
+        for candidate in SessionState:
+            session.add_metric([candidate.value], 1 if candidate is state else 0)
+        yield session
+        yield _gauge("kafkalite_server_serving", "1 while the broker serves partitions (GET /ready answers 200).",
+                     1 if services.replicas.not_serving_reason() is None else 0)
+        yield from _topic_metrics(services.stats.topics)
+        yield from _request_metrics(services.stats.requests)
+        yield from _group_metrics(services.groups, self.lag)
+
+
+_TOPIC_COUNTERS = (
+    ("messages_in", "Records appended by this broker as leader."),
+    ("bytes_in", "Bytes of record batches appended by this broker as leader."),
+    ("bytes_out", "Bytes of record batches served to consumers."),
+    ("replication_bytes_in", "Bytes of record batches this broker appended as a follower."),
+    ("replication_bytes_out", "Bytes of record batches served to followers."),
+    ("produce_requests", "Produce requests (a partition of a request counts as one)."),
+    ("failed_produce_requests", "Produce requests whose append failed."),
+    ("fetch_requests", "Consumer fetch requests (a partition of a request counts as one)."),
+    ("failed_fetch_requests", "Consumer fetch requests answered with an error."),
+)
+#: Kafka's names for the request counters (``TotalProduceRequestsPerSec`` ...)
+_TOPIC_COUNTER_NAMES = {"produce_requests": "total_produce_requests", "fetch_requests": "total_fetch_requests"}
+
+
+def _topic_metrics(stats: TopicStats) -> Iterator[Metric]:
+    prefix = "kafkalite_server_broker_topic_metrics_"
+    for attribute, documentation in _TOPIC_COUNTERS:
+        family = CounterMetricFamily(prefix + _TOPIC_COUNTER_NAMES.get(attribute, attribute), documentation,
+                                     labels=["topic"])
+        for topic, counts in sorted(stats.topics.items()):
+            family.add_metric([topic], getattr(counts, attribute))
+        yield family
+
+
+def _request_metrics(stats: RequestStats) -> Iterator[Metric]:
+    labels = ["listener", "request"]
+    requests = CounterMetricFamily("kafkalite_network_requests", "Requests served, per front end and API.",
+                                   labels=labels)
+    errors = CounterMetricFamily("kafkalite_network_request_errors",
+                                 "Requests answered with an error as a whole, per front end and API.", labels=labels)
+    latency = HistogramMetricFamily("kafkalite_network_request_total_time_seconds",
+                                    "Time from a request's arrival to its answer, per front end and API.",
+                                    labels=labels)
+    for (listener, request), counts in sorted(stats.requests.items()):
+        requests.add_metric([listener, request], counts.requests)
+        errors.add_metric([listener, request], counts.errors)
+        cumulative = list(accumulate(counts.buckets))
+        buckets = [(repr(bound), count) for bound, count in zip(LATENCY_BUCKETS, cumulative)]
+        buckets.append(("+Inf", cumulative[-1]))
+        latency.add_metric([listener, request], buckets, counts.seconds_total)
+    yield requests
+    yield errors
+    yield latency
+
+
+def _group_metrics(groups: GroupCoordinator, lag: list[PartitionLag]) -> Iterator[Metric]:
+    prefix = "kafkalite_group_coordinator_"
+    states = GaugeMetricFamily(prefix + "groups", "Groups this broker coordinates, by state.", labels=["state"])
+    counted = Counter(group.state.value for group in groups.groups.values() if group.partition in groups.owned)
+    for state in GroupState:
+        states.add_metric([state.value], counted[state.value])
+    yield states
+    labels = ["group", "topic", "partition"]
+    committed = GaugeMetricFamily(prefix + "committed_offset", "A group's committed offset of a partition.",
+                                  labels=labels)
+    lags = GaugeMetricFamily(prefix + "consumer_lag",
+                             "A partition's high watermark minus the group's committed offset.", labels=labels)
+    for item in lag:
+        labels_of_item = [item.group_id, item.topic, str(item.partition)]
+        committed.add_metric(labels_of_item, item.committed_offset)
+        lags.add_metric(labels_of_item, item.lag)
+    yield committed
+    yield lags
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+class BrokerMetrics:
+    """What ``GET /metrics`` renders: the broker's state, its running counts and its process."""
+
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.collector = BrokerStateCollector(services)
+        self.registry.register(self.collector)
+        ProcessCollector(registry=self.registry)
+
+    async def render(self) -> bytes:
+        """The Prometheus text: consumer lag is gathered first (it may ask other brokers), then
+        everything is rendered on the loop in one go."""
+        lag = self.services.consumer_lag
+        if lag is not None:
+            self.collector.lag = await lag.compute(LAG_TIMEOUT_MS)
+        return generate_latest(self.registry)
+
+
+#: How long a scrape waits for other brokers' high watermarks (Prometheus' default timeout is 10 s).
+LAG_TIMEOUT_MS = 3000

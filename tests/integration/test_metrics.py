@@ -100,6 +100,7 @@ def test_under_replicated_partitions_while_a_follower_is_stopped(cluster: Broker
                     if broker_id not in (leader, cluster.controller_id()))
     name = "kafkalite_server_replica_manager_under_replicated_partitions"
     assert value(cluster, leader, name) == 0
+    expands = value(cluster, leader, "kafkalite_server_replica_manager_isr_expands_total")
     cluster.brokers[follower].stop()  # controlled shutdown: it leaves the ISR at once
     try:
         # this topic's partition, and any other the leader leads with a replica on the follower
@@ -113,6 +114,8 @@ def test_under_replicated_partitions_while_a_follower_is_stopped(cluster: Broker
     cluster.wait_in_sync(topic, timeout=60)
     cluster.wait_for(lambda: value(cluster, leader, name) == under_replicated_in_metadata(cluster, leader) == 0, 60,
                      "no under-replicated partition")
+    # the leader took the follower back into the ISR itself (the controller removed it)
+    assert value(cluster, leader, "kafkalite_server_replica_manager_isr_expands_total") > expands
 
 
 def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluster: BrokerCluster) -> None:
@@ -122,6 +125,9 @@ def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluste
     replica = leader_of(cluster, topic)
     name = "kafkalite_controller_offline_partitions_count"
     assert total(cluster, name) == 0
+    elections = "kafkalite_controller_leader_elections_total"
+    controller_before = cluster.controller_id()
+    elections_before = value(cluster, controller_before, elections)
     cluster.brokers[replica].stop()
     try:
         cluster.wait_for(lambda: total(cluster, name) == 1 and total(
@@ -131,6 +137,20 @@ def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluste
         cluster.brokers[replica].wait_ready()
     cluster.wait_in_sync(topic, timeout=60)
     cluster.wait_for(lambda: total(cluster, name) == 0, 30, "no offline partition")
+    # the partition's leader came back through an election of the (possibly new) controller
+    controller = cluster.controller_id()
+    assert value(cluster, controller, elections) > (elections_before if controller == controller_before else 0)
+    assert total(cluster, "kafkalite_controller_unclean_leader_elections_total") == 0
+
+
+def test_event_loop_lag_and_transaction_states_are_reported(cluster: BrokerCluster) -> None:
+    for broker_id in cluster.brokers:
+        metrics = samples(cluster, broker_id)
+        assert 0 <= metrics[("kafkalite_server_event_loop_lag_seconds", ())] < 5
+        assert metrics[("kafkalite_server_event_loop_lag_max_seconds", ())] >= \
+            metrics[("kafkalite_server_event_loop_lag_seconds", ())]
+        assert ("kafkalite_transaction_coordinator_transactions", (("state", "Ongoing"),)) in metrics
+        assert ("kafkalite_group_coordinator_rebalances_total", ()) in metrics
 
 
 TOPIC_METRIC = "kafkalite_server_broker_topic_metrics_"

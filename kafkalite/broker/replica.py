@@ -273,6 +273,7 @@ class ReplicaManager:
                 partition.update_isr(state.isr, info.state_version)
             else:
                 self.fetchers.remove_partition(partition)
+                log.info("%s: leader now (leader epoch %d, isr %s)", partition.name, state.leader_epoch, state.isr)
                 partition.make_leader(state.leader_epoch, state.isr, info.replicas, info.state_version,
                                       state.controller_epoch)
                 partition.update_assignment(info.replicas, info.removing)
@@ -282,6 +283,8 @@ class ReplicaManager:
             was_leader = partition.role is Role.LEADER
             if partition.make_follower(state.leader, state.leader_epoch, state.isr, info.replicas,
                                        info.state_version, state.controller_epoch):
+                log.info("%s: following leader %d (leader epoch %d)", partition.name, state.leader,
+                         state.leader_epoch)
                 self.fetchers.add_partition(partition)
                 if was_leader:
                     for listener in self.leadership_listeners:
@@ -289,6 +292,8 @@ class ReplicaManager:
         else:
             was_leader = partition.role is Role.LEADER
             self.fetchers.remove_partition(partition)
+            if partition.leader_id != -1 or partition.leader_epoch != state.leader_epoch:
+                log.info("%s: offline, no leader (leader epoch %d)", partition.name, state.leader_epoch)
             partition.make_offline(state.leader_epoch, state.isr, info.replicas, info.state_version)
             if was_leader:
                 for listener in self.leadership_listeners:

@@ -262,6 +262,7 @@ class Broker:
         log.info("registered broker %d at %s:%d (epoch %d)", config.broker_id, host, port, self.broker_epoch)
 
     async def _on_session_state(self, state: SessionState) -> None:
+        log.info("ZooKeeper session %s", state.value)
         if state == SessionState.SUSPENDED:
             self._fence("the ZooKeeper connection is suspended")
         elif state == SessionState.LOST:

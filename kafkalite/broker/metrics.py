@@ -15,7 +15,8 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
   ``kafkalite_log_size`` (bytes) per hosted partition (``topic``, ``partition`` labels), as
   Kafka's ``kafka.log:type=Log`` beans.
 * ``kafkalite_zookeeper_session_state`` (one series per state, 1 for the current one) and
-  ``kafkalite_server_serving`` (1 while the broker serves: the same answer as ``/ready``).
+  ``kafkalite_server_serving`` (1 while the broker serves: the same answer as ``/ready``);
+  ``kafkalite_zookeeper_request_latency_seconds`` (a summary: requests and their seconds).
 * per topic (``topic`` label), from :class:`~kafkalite.broker.stats.TopicStats`, as Kafka's
   ``BrokerTopicMetrics``: ``kafkalite_server_broker_topic_metrics_messages_in_total``,
   ``..._bytes_in_total``, ``..._bytes_out_total`` (to consumers),
@@ -51,7 +52,13 @@ from collections.abc import Iterator
 from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from kafkalite.broker.group import GroupState
@@ -62,6 +69,7 @@ from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import LATENCY_BUCKETS, RequestStats, TopicStats
 from kafkalite.broker.txn_records import TxnState
 from kafkalite.coord.coordinator import SessionState
+from kafkalite.coord.zk import ZooKeeperClient
 
 
 class BrokerStateCollector(Collector):
@@ -119,6 +127,11 @@ class BrokerStateCollector(Collector):
         for candidate in SessionState:
             session.add_metric([candidate.value], 1 if candidate is state else 0)
         yield session
+        zookeeper = cache.zookeeper
+        if isinstance(zookeeper, ZooKeeperClient):  # not the in-memory twin of the unit tests
+            yield SummaryMetricFamily("kafkalite_zookeeper_request_latency_seconds",
+                                      "ZooKeeper requests of this broker and the time they took.",
+                                      count_value=zookeeper.requests_completed, sum_value=zookeeper.request_seconds)
         yield _gauge("kafkalite_server_serving", "1 while the broker serves partitions (GET /ready answers 200).",
                      1 if services.replicas.not_serving_reason() is None else 0)
         yield from _topic_metrics(services.stats.topics)

@@ -157,6 +157,9 @@ def test_event_loop_lag_and_transaction_states_are_reported(cluster: BrokerClust
             metrics[("kafkalite_server_event_loop_lag_seconds", ())]
         assert ("kafkalite_transaction_coordinator_transactions", (("state", "Ongoing"),)) in metrics
         assert ("kafkalite_group_coordinator_rebalances_total", ()) in metrics
+        # every broker has read its registration, topics and partition states from ZooKeeper
+        requests = metrics[("kafkalite_zookeeper_request_latency_seconds_count", ())]
+        assert requests > 5 and 0 < metrics[("kafkalite_zookeeper_request_latency_seconds_sum", ())] < requests * 5
 
 
 TOPIC_METRIC = "kafkalite_server_broker_topic_metrics_"

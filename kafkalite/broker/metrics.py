@@ -36,7 +36,8 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
 * state changes (Kafka's ``IsrShrinksPerSec``, ``LeaderElectionRateAndTimeMs`` ...):
   ``kafkalite_server_replica_manager_isr_shrinks_total`` / ``_isr_expands_total``,
   ``kafkalite_controller_leader_elections_total`` and ``..._unclean_leader_elections_total``;
-  transactional ids by state (``kafkalite_transaction_coordinator_transactions``); how late
+  producer ids handed out (``kafkalite_server_producer_ids_allocated_total``), transactional
+  ids by state (``kafkalite_transaction_coordinator_transactions``); how late
   the event loop runs (``kafkalite_server_event_loop_lag_seconds``, ``..._max_seconds``).
 
 Plus the ``process_*`` collector of ``prometheus_client`` (CPU, memory, open files).
@@ -147,6 +148,9 @@ class BrokerStateCollector(Collector):
         yield CounterMetricFamily("kafkalite_controller_unclean_leader_elections",
                                   "Leader elections of a replica outside the ISR (unclean.leader.election.enable).",
                                   value=events.unclean_leader_elections)
+        yield CounterMetricFamily("kafkalite_server_producer_ids_allocated",
+                                  "Producer ids this broker handed out (idempotent and transactional producers).",
+                                  value=services.producer_ids.admin.producer_ids_handed_out)
         transactions = GaugeMetricFamily("kafkalite_transaction_coordinator_transactions",
                                          "Transactional ids this broker coordinates, by state.", labels=["state"])
         states = Counter(metadata.state.name for metadata in services.transactions.transactions.values())

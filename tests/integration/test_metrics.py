@@ -150,6 +150,14 @@ def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluste
 
 
 def test_event_loop_lag_and_transaction_states_are_reported(cluster: BrokerCluster) -> None:
+    allocated = "kafkalite_server_producer_ids_allocated_total"
+    before = total(cluster, allocated)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=True, acks="all")
+    try:
+        producer.send("metrics-idempotent", value=b"x").get(30)
+    finally:
+        producer.close()
+    assert total(cluster, allocated) == before + 1  # one producer id for the idempotent producer
     for broker_id in cluster.brokers:
         metrics = samples(cluster, broker_id)
         assert 0 <= metrics[("kafkalite_server_event_loop_lag_seconds", ())] < 5

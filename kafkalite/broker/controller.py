@@ -231,12 +231,28 @@ class Controller:
             return False
         return True
 
+    async def _create_partition_parents(self, topic: str, number: int) -> bool:
+        """Create ``.../partitions`` and ``.../partitions/<n>`` under the topic's znode, never the
+        topic's znode itself: a topic deleted while its new partition waited for a leader must
+        stay deleted (an empty ``/brokers/topics/<t>`` left behind would block its name for good).
+        False when the topic is gone."""
+        for path in (znodes.topic_partitions_path(topic), znodes.partition_path(topic, number)):
+            try:
+                await self.zookeeper.create(path, b"")
+            except ZNodeExistsError:
+                continue
+            except ZNodeMissingError:
+                log.info("controller: %s was deleted; partition %d gets no leader", topic, number)
+                return False
+        return True
+
     async def _write_state(self, info: PartitionInfo, leader: int, leader_epoch: int, isr: list[int]) -> bool:
         state = znodes.PartitionState(leader=leader, leader_epoch=leader_epoch, isr=isr, controller_epoch=self.epoch)
         path = znodes.partition_state_path(info.topic, info.partition)
         transaction = self._fenced()
         if info.state is None:
-            await self.zookeeper.ensure_path(znodes.partition_path(info.topic, info.partition))
+            if not await self._create_partition_parents(info.topic, info.partition):
+                return False
             transaction.create(path, state.to_bytes())
         else:
             transaction.set_data(path, state.to_bytes(), info.state_version)

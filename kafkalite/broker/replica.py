@@ -273,7 +273,6 @@ class ReplicaManager:
                 partition.update_isr(state.isr, info.state_version)
             else:
                 self.fetchers.remove_partition(partition)
-                log.info("%s: leader now (leader epoch %d, isr %s)", partition.name, state.leader_epoch, state.isr)
                 partition.make_leader(state.leader_epoch, state.isr, info.replicas, info.state_version,
                                       state.controller_epoch)
                 partition.update_assignment(info.replicas, info.removing)
@@ -283,8 +282,6 @@ class ReplicaManager:
             was_leader = partition.role is Role.LEADER
             if partition.make_follower(state.leader, state.leader_epoch, state.isr, info.replicas,
                                        info.state_version, state.controller_epoch):
-                log.info("%s: following leader %d (leader epoch %d)", partition.name, state.leader,
-                         state.leader_epoch)
                 self.fetchers.add_partition(partition)
                 if was_leader:
                     for listener in self.leadership_listeners:

@@ -118,10 +118,10 @@ def test_under_replicated_partitions_while_a_follower_is_stopped(cluster: Broker
     assert value(cluster, leader, "kafkalite_server_replica_manager_isr_expands_total") > expands
     # ... and each state change is one INFO line an operator can grep
     leader_log = cluster.brokers[leader].log_path.read_text(errors="replace")
-    assert f"INFO {topic}-0: leader now (leader epoch 0, isr " in leader_log
+    assert f"INFO {topic}-0: leader at epoch 0, isr " in leader_log
     assert re.search(rf"INFO {re.escape(topic)}-0: ISR is now \[[0-9, ]+\]", leader_log)
     follower_log = cluster.brokers[follower].log_path.read_text(errors="replace")
-    assert f"INFO {topic}-0: following leader {leader} (leader epoch 0)" in follower_log
+    assert f"INFO {topic}-0: follower of {leader} at epoch 0" in follower_log
 
 
 def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluster: BrokerCluster) -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kafkalite needs on Debian, idempotently:
-#   - Debian packages (ZooKeeper and its SLF4J backend, a Java runtime, curl) when missing;
+#   - Debian packages (ZooKeeper and its SLF4J backend, a Java runtime, curl, Chromium and its
+#     ChromeDriver for the console's browser tests) when missing;
 #   - a virtualenv in .venv with kafkalite and its test (and, with --spark, Spark) extras;
 #   - kcat (Debian) and kafkajs (npm, pinned by tests/js/package-lock.json into tests/js/node_modules),
 #     the non-Python Kafka clients tests/integration/test_kafka_tools.py runs.
@@ -29,6 +30,9 @@ PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(i
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # README's examples (tested) read the brokers' HTTP API with curl.
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# The web console's tests drive Debian's Chromium through its ChromeDriver (tests/integration/test_console.py).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing Debian packages: ${need_apt[*]}"

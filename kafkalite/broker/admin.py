@@ -90,6 +90,8 @@ class AdminService:
         self.metadata = metadata
         self.clock = clock
         self._producer_ids: list[int] = []
+        #: producer ids this broker handed out (idempotent and transactional producers), for ``GET /metrics``
+        self.producer_ids_handed_out = 0
 
     # -- topics -------------------------------------------------------------------------------
     async def create_topic(self, topic: NewTopic, *, validate_only: bool = False, wait_ms: int = 30_000,
@@ -396,6 +398,7 @@ class AdminService:
         """A cluster-unique producer id, from blocks of 1000 reserved in ZooKeeper."""
         if not self._producer_ids:
             await self._reserve_producer_id_block()
+        self.producer_ids_handed_out += 1
         return self._producer_ids.pop(0)
 
     async def _reserve_producer_id_block(self) -> None:

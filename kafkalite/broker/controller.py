@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable
 
 from kafkalite import assignment
 from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
+from kafkalite.broker.stats import BrokerEvents
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator, CoordinatorTransaction, ZNodeStat
@@ -72,8 +73,10 @@ class Controller:
 
     def __init__(self, config: BrokerConfig, zookeeper: Coordinator, metadata: MetadataCache,
                  topic_configs: Callable[[str], dict[str, str]], clock: Callable[[], int], *,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, events: BrokerEvents | None = None) -> None:
         self.config = config
+        #: the leader elections this broker made as controller
+        self.events = events if events is not None else BrokerEvents()
         self.broker_id = config.broker_id
         self.zookeeper = zookeeper
         self.metadata = metadata
@@ -228,12 +231,28 @@ class Controller:
             return False
         return True
 
+    async def _create_partition_parents(self, topic: str, number: int) -> bool:
+        """Create ``.../partitions`` and ``.../partitions/<n>`` under the topic's znode, never the
+        topic's znode itself: a topic deleted while its new partition waited for a leader must
+        stay deleted (an empty ``/brokers/topics/<t>`` left behind would block its name for good).
+        False when the topic is gone."""
+        for path in (znodes.topic_partitions_path(topic), znodes.partition_path(topic, number)):
+            try:
+                await self.zookeeper.create(path, b"")
+            except ZNodeExistsError:
+                continue
+            except ZNodeMissingError:
+                log.info("controller: %s was deleted; partition %d gets no leader", topic, number)
+                return False
+        return True
+
     async def _write_state(self, info: PartitionInfo, leader: int, leader_epoch: int, isr: list[int]) -> bool:
         state = znodes.PartitionState(leader=leader, leader_epoch=leader_epoch, isr=isr, controller_epoch=self.epoch)
         path = znodes.partition_state_path(info.topic, info.partition)
         transaction = self._fenced()
         if info.state is None:
-            await self.zookeeper.ensure_path(znodes.partition_path(info.topic, info.partition))
+            if not await self._create_partition_parents(info.topic, info.partition):
+                return False
             transaction.create(path, state.to_bytes())
         else:
             transaction.set_data(path, state.to_bytes(), info.state_version)
@@ -473,6 +492,11 @@ class Controller:
                 log.info("controller: %s-%d leader %d -> %d, isr %s", info.topic, info.partition, state.leader,
                          election.leader, election.isr)
             await self._write_state(info, election.leader, state.leader_epoch + 1, election.isr)
+            self.events.leader_elections += 1
+            if election.leader not in state.isr:
+                log.warning("controller: %s-%d unclean leader election: %d was not in the ISR %s", info.topic,
+                            info.partition, election.leader, state.isr)
+                self.events.unclean_leader_elections += 1
             return
         dead_followers = [replica for replica in state.isr
                           if replica != state.leader and (replica not in live or replica in bounced)]
@@ -557,6 +581,8 @@ class Controller:
                 outcome[(topic, number)] = "PREFERRED_LEADER_NOT_AVAILABLE"
                 continue
             ok = await self._write_state(info, election.leader, info.state.leader_epoch + 1, election.isr)
+            if ok:
+                self.events.leader_elections += 1
             outcome[(topic, number)] = "NONE" if ok else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
         return outcome
 
@@ -620,6 +646,8 @@ class Controller:
                     if election is None or not await self._write_state(info, election.leader,
                                                                        state.leader_epoch + 1, election.isr):
                         remaining.append((info.topic, info.partition))
+                    else:
+                        self.events.leader_elections += 1
                 elif broker_id in state.isr:
                     isr = [replica for replica in state.isr if replica != broker_id]
                     await self._write_state(info, state.leader, state.leader_epoch + 1, isr)

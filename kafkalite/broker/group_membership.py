@@ -101,6 +101,8 @@ class GroupMembership:
         self.write_group = write_group
         self.groups: dict[str, Group] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: rebalances completed with members (a new generation), for ``GET /metrics``
+        self.rebalances = 0
 
     def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -290,6 +292,8 @@ class GroupMembership:
         group.pending_members.clear()
         now = self.clock.wall_ms()
         group.generation += 1
+        if group.members:
+            self.rebalances += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None

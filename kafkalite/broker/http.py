@@ -40,7 +40,7 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import http_codec as codec, txn_http
+from kafkalite.broker import console, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
@@ -342,6 +342,7 @@ def build_app(services: BrokerServices) -> web.Application:
     ]
     routes += txn_http.routes(services)
     app.add_routes(routes)
+    app.add_routes(console.routes(services, _json_response))
     if services.registry is not None:
         app.add_subapp(REGISTRY_PREFIX, build_registry_app(services.registry, REGISTRY_PREFIX))
     app.on_shutdown.append(api.close_channels)
@@ -405,7 +406,7 @@ class BrokerApi:
                                             for info in (route.resource.get_info()
                                                          for route in request.app.router.routes()
                                                          if route.resource is not None))
-                         if not path.startswith(REGISTRY_PREFIX + "/")})  # the registry is Confluent's API
+                         if path and not path.startswith(REGISTRY_PREFIX + "/")})  # the registry is Confluent's API
         return _json_response({"broker_id": self.config.broker_id, "version": __version__,
                                "api_version": protocol.API_VERSION, "apis": routes})
 

@@ -15,7 +15,8 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
   ``kafkalite_log_size`` (bytes) per hosted partition (``topic``, ``partition`` labels), as
   Kafka's ``kafka.log:type=Log`` beans.
 * ``kafkalite_zookeeper_session_state`` (one series per state, 1 for the current one) and
-  ``kafkalite_server_serving`` (1 while the broker serves: the same answer as ``/ready``).
+  ``kafkalite_server_serving`` (1 while the broker serves: the same answer as ``/ready``);
+  ``kafkalite_zookeeper_request_latency_seconds`` (a summary: requests and their seconds).
 * per topic (``topic`` label), from :class:`~kafkalite.broker.stats.TopicStats`, as Kafka's
   ``BrokerTopicMetrics``: ``kafkalite_server_broker_topic_metrics_messages_in_total``,
   ``..._bytes_in_total``, ``..._bytes_out_total`` (to consumers),
@@ -30,7 +31,14 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
 * the groups this broker coordinates: ``kafkalite_group_coordinator_groups`` by ``state``
   (Kafka's ``NumGroupsStable`` ...), and per group and partition with a committed offset
   ``kafkalite_group_coordinator_committed_offset`` and ``..._consumer_lag`` (high watermark
-  minus committed offset, from :class:`~kafkalite.broker.group_lag.ConsumerLag`).
+  minus committed offset, from :class:`~kafkalite.broker.group_lag.ConsumerLag`), and
+  ``kafkalite_group_coordinator_rebalances_total``;
+* state changes (Kafka's ``IsrShrinksPerSec``, ``LeaderElectionRateAndTimeMs`` ...):
+  ``kafkalite_server_replica_manager_isr_shrinks_total`` / ``_isr_expands_total``,
+  ``kafkalite_controller_leader_elections_total`` and ``..._unclean_leader_elections_total``;
+  producer ids handed out (``kafkalite_server_producer_ids_allocated_total``), transactional
+  ids by state (``kafkalite_transaction_coordinator_transactions``); how late
+  the event loop runs (``kafkalite_server_event_loop_lag_seconds``, ``..._max_seconds``).
 
 Plus the ``process_*`` collector of ``prometheus_client`` (CPU, memory, open files).
 
@@ -45,7 +53,13 @@ from collections.abc import Iterator
 from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from kafkalite.broker.group import GroupState
@@ -54,7 +68,9 @@ from kafkalite.broker.group_lag import PartitionLag
 from kafkalite.broker.partition import Role
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import LATENCY_BUCKETS, RequestStats, TopicStats
+from kafkalite.broker.txn_records import TxnState
 from kafkalite.coord.coordinator import SessionState
+from kafkalite.coord.zk import ZooKeeperClient
 
 
 class BrokerStateCollector(Collector):
@@ -112,11 +128,40 @@ class BrokerStateCollector(Collector):
         for candidate in SessionState:
             session.add_metric([candidate.value], 1 if candidate is state else 0)
         yield session
+        zookeeper = cache.zookeeper
+        if isinstance(zookeeper, ZooKeeperClient):  # not the in-memory twin of the unit tests
+            yield SummaryMetricFamily("kafkalite_zookeeper_request_latency_seconds",
+                                      "ZooKeeper requests of this broker and the time they took.",
+                                      count_value=zookeeper.requests_completed, sum_value=zookeeper.request_seconds)
         yield _gauge("kafkalite_server_serving", "1 while the broker serves partitions (GET /ready answers 200).",
                      1 if services.replicas.not_serving_reason() is None else 0)
         yield from _topic_metrics(services.stats.topics)
         yield from _request_metrics(services.stats.requests)
         yield from _group_metrics(services.groups, self.lag)
+        events = services.stats.events
+        yield CounterMetricFamily(prefix + "isr_shrinks", "ISR shrinks this broker wrote as leader.",
+                                  value=events.isr_shrinks)
+        yield CounterMetricFamily(prefix + "isr_expands", "ISR expands this broker wrote as leader.",
+                                  value=events.isr_expands)
+        yield CounterMetricFamily("kafkalite_controller_leader_elections",
+                                  "Leader elections this broker made as controller.", value=events.leader_elections)
+        yield CounterMetricFamily("kafkalite_controller_unclean_leader_elections",
+                                  "Leader elections of a replica outside the ISR (unclean.leader.election.enable).",
+                                  value=events.unclean_leader_elections)
+        yield CounterMetricFamily("kafkalite_server_producer_ids_allocated",
+                                  "Producer ids this broker handed out (idempotent and transactional producers).",
+                                  value=services.producer_ids.admin.producer_ids_handed_out)
+        transactions = GaugeMetricFamily("kafkalite_transaction_coordinator_transactions",
+                                         "Transactional ids this broker coordinates, by state.", labels=["state"])
+        states = Counter(metadata.state.name for metadata in services.transactions.transactions.values())
+        for txn_state in TxnState:
+            transactions.add_metric([txn_state.value[1]], states[txn_state.name])
+        yield transactions
+        loop_lag = services.stats.loop_lag
+        yield _gauge("kafkalite_server_event_loop_lag_seconds",
+                     "How late the event loop last ran a 100 ms timer.", loop_lag.last)
+        yield _gauge("kafkalite_server_event_loop_lag_max_seconds",
+                     "The most the event loop was late in about the last 10 to 20 s.", loop_lag.recent_max)
 
 
 _TOPIC_COUNTERS = (
@@ -172,6 +217,8 @@ def _group_metrics(groups: GroupCoordinator, lag: list[PartitionLag]) -> Iterato
     for state in GroupState:
         states.add_metric([state.value], counted[state.value])
     yield states
+    yield CounterMetricFamily(prefix + "rebalances", "Rebalances completed with members (new generations).",
+                              value=groups.membership.rebalances)
     labels = ["group", "topic", "partition"]
     committed = GaugeMetricFamily(prefix + "committed_offset", "A group's committed offset of a partition.",
                                   labels=labels)

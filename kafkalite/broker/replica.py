@@ -56,7 +56,7 @@ from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.partition import Partition, Role, build_producer_state
 from kafkalite.broker.producer_state import ProducerEntry
-from kafkalite.broker.stats import TopicStats
+from kafkalite.broker.stats import BrokerEvents, TopicStats
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator
@@ -118,10 +118,13 @@ class ReplicaManager:
     """Hosted partitions and their request paths. See the module docstring."""
 
     def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: MetadataCache,
-                 zookeeper: Coordinator, clock: Callable[[], int], stats: TopicStats | None = None) -> None:
+                 zookeeper: Coordinator, clock: Callable[[], int], stats: TopicStats | None = None,
+                 events: BrokerEvents | None = None) -> None:
         self.config = config
         #: per-topic traffic, counted once per partition of a produce or fetch
         self.stats = stats if stats is not None else TopicStats()
+        #: ISR shrinks and expands this broker wrote as leader
+        self.events = events if events is not None else BrokerEvents()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.metadata = metadata
@@ -286,6 +289,8 @@ class ReplicaManager:
         else:
             was_leader = partition.role is Role.LEADER
             self.fetchers.remove_partition(partition)
+            if partition.leader_id != -1 or partition.leader_epoch != state.leader_epoch:
+                log.info("%s: offline, no leader (leader epoch %d)", partition.name, state.leader_epoch)
             partition.make_offline(state.leader_epoch, state.isr, info.replicas, info.state_version)
             if was_leader:
                 for listener in self.leadership_listeners:
@@ -679,6 +684,10 @@ class ReplicaManager:
             stat = await self.zookeeper.set(path, state.to_bytes(), version=partition.state_version)
             if partition.is_leader and partition.leader_epoch == state.leader_epoch:
                 log.info("%s: ISR is now %s", partition.name, new_isr)
+                if len(new_isr) < len(partition.isr):
+                    self.events.isr_shrinks += 1
+                elif len(new_isr) > len(partition.isr):
+                    self.events.isr_expands += 1
                 partition.update_isr(new_isr, stat.version)
             await self._notify_isr_change(partition)
         except ZNodeVersionConflictError:

@@ -90,8 +90,9 @@ class Broker:
         self.metadata = MetadataCache(self.zookeeper, config.broker_id)
         self.stats = BrokerStats()
         self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock,
-                                              self.stats.topics)
-        self.controller = Controller(config, self.zookeeper, self.metadata, self._topic_configs, clock)
+                                              self.stats.topics, self.stats.events)
+        self.controller = Controller(config, self.zookeeper, self.metadata, self._topic_configs, clock,
+                                     events=self.stats.events)
         self.admin = AdminService(config, self.zookeeper, self.metadata, clock)
         self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin")
         self.broker_epoch = -1
@@ -261,6 +262,7 @@ class Broker:
         log.info("registered broker %d at %s:%d (epoch %d)", config.broker_id, host, port, self.broker_epoch)
 
     async def _on_session_state(self, state: SessionState) -> None:
+        log.info("ZooKeeper session %s", state.value)
         if state == SessionState.SUSPENDED:
             self._fence("the ZooKeeper connection is suspended")
         elif state == SessionState.LOST:
@@ -319,6 +321,7 @@ class Broker:
         while True:
             await asyncio.sleep(0.1)
             now = loop.time()
+            self.stats.loop_lag.record(max(0.0, now - last - 0.1), now)  # how late the loop ran this timer
             if now - last > threshold:
                 self._fence(f"the process was stalled for {now - last:.1f} s")
             last = now

@@ -113,9 +113,48 @@ class RequestStats:
         counts.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
 
 
+@dataclass(slots=True)
+class BrokerEvents:
+    """Counts of the broker's state changes (Kafka's ``IsrShrinksPerSec``, ``IsrExpandsPerSec``,
+    ``LeaderElectionRateAndTimeMs``, ``UncleanLeaderElectionsPerSec``, the group coordinator's
+    completed rebalances)."""
+
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    leader_elections: int = 0
+    unclean_leader_elections: int = 0
+    rebalances: int = 0
+
+
+class LoopLag:
+    """How late the event loop ran a timer: the last measurement and the largest of about the
+    last :data:`WINDOW_SECONDS` (two windows, so a scrape always covers a whole one)."""
+
+    WINDOW_SECONDS = 10.0
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self._current = 0.0
+        self._previous = 0.0
+        self._started: float | None = None
+
+    def record(self, lag: float, now: float) -> None:
+        if self._started is None or now - self._started >= self.WINDOW_SECONDS:
+            self._previous, self._current, self._started = self._current, 0.0, now
+        self.last = lag
+        if lag > self._current:
+            self._current = lag
+
+    @property
+    def recent_max(self) -> float:
+        return max(self._current, self._previous)
+
+
 @dataclass
 class BrokerStats:
     """Every running count of one broker, shared by its services and front ends."""
 
     topics: TopicStats = field(default_factory=TopicStats)
     requests: RequestStats = field(default_factory=RequestStats)
+    events: BrokerEvents = field(default_factory=BrokerEvents)
+    loop_lag: LoopLag = field(default_factory=LoopLag)

@@ -277,7 +277,9 @@ class KafkaConsumer:
         return bool(self._core.metadata.view.brokers)
 
     def metrics(self, raw: bool = False) -> dict[str, Any]:
-        return {}
+        """kafka-python's metrics: ``{group: {name: value}}`` (see
+        :mod:`kafkalite.client.client_metrics`); ``raw`` is accepted and gives the same."""
+        return self._core.metrics.snapshot()
 
     def __enter__(self) -> KafkaConsumer:
         return self

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kafkalite import protocol
+from kafkalite.client.client_metrics import ConsumerMetrics
 from kafkalite.client.consumer_callbacks import CallbackRunner
 from kafkalite.client.consumer_settings import (
     INTERNAL_TOPIC_PREFIX,
@@ -67,6 +68,10 @@ from kafkalite.errors import (
 from kafkalite.transport import AsyncTransport
 
 log = logging.getLogger(__name__)
+
+#: the group calls the consumer's metrics time, by Kafka's metric names
+GROUP_CALL_NAMES = {protocol.JOIN_GROUP: "join", protocol.SYNC_GROUP: "sync", protocol.HEARTBEAT: "heartbeat",
+                    protocol.OFFSET_COMMIT: "commit"}
 
 
 class StandaloneMembership:
@@ -117,6 +122,8 @@ class ConsumerCore:
                                            BaseException | None]] = deque()
         self.unsubscribing: asyncio.Task[None] | None = None
         self.group: GroupMembership | None = None
+        #: kafka-python's ``metrics()``: the fetcher records each answer, the group link each call
+        self.metrics = ConsumerMetrics()
         if settings.group_id is not None:
             self.group = GroupMembership(
                 self, group_id=settings.group_id, assignors=settings.assignors,
@@ -126,6 +133,12 @@ class ConsumerCore:
                 auto_commit_interval_ms=settings.auto_commit_interval_ms,
                 request_timeout_ms=settings.request_timeout_ms, retry_backoff_ms=settings.retry_backoff_ms,
                 client_id=settings.client_id)
+            self.group.link.on_answer = self._group_call_answered
+
+    def _group_call_answered(self, path: str, seconds: float) -> None:
+        name = GROUP_CALL_NAMES.get(path)
+        if name is not None:
+            self.metrics.coordinator_call(name, seconds)
 
     async def start(self) -> None:
         self.fetcher = Fetcher(
@@ -134,7 +147,7 @@ class ConsumerCore:
             max_partition_fetch_bytes=self.settings.max_partition_fetch_bytes,
             isolation_level=self.settings.isolation_level, request_timeout_ms=self.settings.request_timeout_ms,
             retry_backoff_ms=self.settings.retry_backoff_ms, check_crcs=self.settings.check_crcs,
-            auto_offset_reset=self.settings.auto_offset_reset)
+            auto_offset_reset=self.settings.auto_offset_reset, metrics=self.metrics)
         self.metadata.add_listener(self._on_metadata)
         self.metadata.start()
         self.fetcher.start()

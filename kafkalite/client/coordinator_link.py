@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkalite import protocol
@@ -66,6 +66,8 @@ class CoordinatorLink:
         self.retry_backoff = retry_backoff_ms / 1000
         self.node_id = -1
         self.address: str | None = None
+        #: called as ``(path, seconds)`` after each answered request (the consumer's metrics)
+        self.on_answer: Callable[[str, float], None] | None = None
 
     def forget(self) -> None:
         if self.address is not None:
@@ -110,8 +112,11 @@ class CoordinatorLink:
         while True:
             address = await self.find(deadline)
             try:
+                started = time.monotonic()
                 answer = await self.transport.request_json(address, "POST", path, payload,
                                                            timeout_ms=timeout_ms or self.request_timeout_ms)
+                if self.on_answer is not None:
+                    self.on_answer(path, time.monotonic() - started)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 self.forget()
                 if not retry or (deadline is not None and time.monotonic() >= deadline):

@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafkalite import protocol
+from kafkalite.client.client_metrics import ConsumerMetrics
 from kafkalite.client.metadata import ClusterView, MetadataManager
 from kafkalite.client.types import ConsumerRecord, TopicPartition
 from kafkalite.errors import (
@@ -298,8 +299,9 @@ class Fetcher:
                  partitions: dict[TopicPartition, PartitionState],
                  *, fetch_min_bytes: int, fetch_max_bytes: int, fetch_max_wait_ms: int, max_partition_fetch_bytes: int,
                  isolation_level: int, request_timeout_ms: int, retry_backoff_ms: int, check_crcs: bool,
-                 auto_offset_reset: str) -> None:
+                 auto_offset_reset: str, metrics: ConsumerMetrics | None = None) -> None:
         self.metadata = metadata
+        self.metrics = metrics if metrics is not None else ConsumerMetrics()
         self.transport = transport
         self.partitions = partitions
         self.fetch_min_bytes = fetch_min_bytes
@@ -391,6 +393,7 @@ class Fetcher:
         try:
             try:
                 connection = await self.transport.connection(address, FETCH_CHANNEL)
+                started = time.monotonic()
                 status, body = await connection.submit(
                     protocol.FETCH, [protocol.encode_fetch_request(request)],
                     timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms)
@@ -403,12 +406,14 @@ class Fetcher:
                 return
             by_tp = {(result.topic, result.partition): result for result in results}
             got_data = False
+            seen: list[tuple[str, int, int, int, int]] = []
             for state, generation, offset in requested:
                 result = by_tp.get((state.tp.topic, state.tp.partition))
                 if result is None or offset is None or generation != state.generation \
                         or self.partitions.get(state.tp) is not state:
                     continue
-                got_data |= self._handle(state, result, offset)
+                got_data |= self._handle(state, result, offset, seen)
+            self.metrics.fetch_completed(time.monotonic() - started, len(body), seen)
             if got_data:
                 self.data_ready.set()
         finally:
@@ -417,7 +422,10 @@ class Fetcher:
                 state.fetching = False
             self._wake.set()
 
-    def _handle(self, state: PartitionState, result: protocol.FetchResult, offset: int) -> bool:
+    def _handle(self, state: PartitionState, result: protocol.FetchResult, offset: int,
+                seen: list[tuple[str, int, int, int, int]]) -> bool:
+        """Take one partition's answer; ``(topic, partition, records, bytes, lag)`` of an answer
+        without error is added to ``seen`` for the metrics."""
         code = result.error_code
         if code == 0:
             state.high_watermark = result.high_watermark
@@ -426,6 +434,7 @@ class Fetcher:
             if result.leader_epoch >= 0:
                 state.leader_epoch = result.leader_epoch
             if not result.records:
+                seen.append((state.tp.topic, state.tp.partition, 0, 0, max(0, result.high_watermark - offset)))
                 return False
             # read_committed: records up to the last stable offset, minus aborted transactions
             visible = result.high_watermark
@@ -433,6 +442,8 @@ class Fetcher:
                 visible = result.last_stable_offset
             batches, corrupt, end_offset = self._batches(result.records, offset, visible,
                                                          result.aborted_transactions)
+            seen.append((state.tp.topic, state.tp.partition, sum(batch.record_count for batch in batches),
+                         len(result.records), max(0, result.high_watermark - max(end_offset, offset))))
             if not batches and corrupt is None and end_offset <= offset:
                 return False
             state.buffered.append(CompletedFetch(batches, offset, visible, state.generation, corrupt, end_offset))

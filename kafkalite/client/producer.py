@@ -192,7 +192,9 @@ class KafkaProducer:
         return bool(self._core.metadata.view.brokers)
 
     def metrics(self, raw: bool = False) -> dict[str, Any]:
-        return {"buffer-memory-used": self._core.accumulator.used_memory}
+        """kafka-python's metrics: ``{group: {name: value}}`` (see
+        :mod:`kafkalite.client.client_metrics`); ``raw`` is accepted and gives the same."""
+        return self._core.metrics.snapshot()
 
     def __enter__(self) -> KafkaProducer:
         return self

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafkalite.client.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, RecordAccumulator, chunk_bounds
+from kafkalite.client.client_metrics import ProducerMetrics
 from kafkalite.client.futures import BatchResult, RecordFuture
 from kafkalite.client.metadata import MetadataManager
 from kafkalite.client.partitioner import DefaultPartitioner, murmur2, to_positive
@@ -132,6 +133,9 @@ class ProducerCore:
                 self.transport, request_timeout_ms=settings.request_timeout_ms,
                 retry_backoff_ms=settings.retry_backoff_ms, max_block_ms=settings.max_block_ms)
         self.sender: Sender | None = None
+        accumulator = self.accumulator
+        #: kafka-python's ``metrics()``, recorded by the sender once per request
+        self.metrics = ProducerMetrics(lambda: accumulator.buffer_memory, lambda: accumulator.used_memory)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.closed = False
@@ -140,7 +144,8 @@ class ProducerCore:
         """Start the metadata refresher and the sender on the running loop."""
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.current_thread()
-        self.sender = Sender(self.settings, self.accumulator, self.metadata, self.transport, self.transaction)
+        self.sender = Sender(self.settings, self.accumulator, self.metadata, self.transport, self.transaction,
+                             self.metrics)
         self.accumulator.wakeup = self._wake
         self.metadata.add_listener(lambda view: self._wake())
         self.metadata.start()

@@ -45,6 +45,7 @@ import time
 
 from kafkalite import protocol
 from kafkalite.client.accumulator import ProducerBatch, RecordAccumulator
+from kafkalite.client.client_metrics import ProducerMetrics
 from kafkalite.client.metadata import STALLED_AFTER_S, ClusterView, MetadataManager, leader_hint
 from kafkalite.client.producer_settings import ProducerSettings
 from kafkalite.client.transactions import TransactionManager
@@ -71,8 +72,11 @@ class Sender:
     """Drains the accumulator to the brokers (see the module docstring)."""
 
     def __init__(self, settings: ProducerSettings, accumulator: RecordAccumulator, metadata: MetadataManager,
-                 transport: AsyncTransport, transaction: TransactionManager | None = None) -> None:
+                 transport: AsyncTransport, transaction: TransactionManager | None = None,
+                 metrics: ProducerMetrics | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics if metrics is not None else ProducerMetrics(
+            lambda: accumulator.buffer_memory, lambda: accumulator.used_memory)
         self.accumulator = accumulator
         self.metadata = metadata
         self.transport = transport
@@ -201,12 +205,17 @@ class Sender:
                     self._retry_or_fail(batch, exc)
                 continue
             future = connection.submit(protocol.PRODUCE, pieces, timeout_ms=self.settings.request_timeout_ms + 5000)
+            started = time.monotonic()
+            self.metrics.request_sent(node, sum(len(piece) for piece in pieces),
+                                      [(batch.tp.topic, batch.record_count, len(batch.encoded or b""))
+                                       for batch in batches])
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
             self._addresses[node] = address
             outstanding = self._outstanding.setdefault(node, {})
             for batch in batches:
                 outstanding[batch.tp] = outstanding.get(batch.tp, 0) + 1
-            task = asyncio.get_running_loop().create_task(self._await_answer(node, address, batches, future))
+            task = asyncio.get_running_loop().create_task(self._await_answer(node, address, batches, future,
+                                                                             started))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
         return 0.0 if drained else delay
@@ -251,10 +260,11 @@ class Sender:
         return protocol.encode_produce_request(request)
 
     async def _await_answer(self, node: int, address: str, batches: list[ProducerBatch],
-                            future: asyncio.Future[tuple[int, bytes]]) -> None:
+                            future: asyncio.Future[tuple[int, bytes]], started: float) -> None:
         try:
             try:
                 status, body = await future
+                self.metrics.response_received(node, time.monotonic() - started, len(body))
                 self.transport.note_success(address)
                 payload = check_answer(status, body)
                 if self.settings.acks == 0:
@@ -317,6 +327,7 @@ class Sender:
             retriable = True
         if retriable and batch.attempts <= settings.retries and now < batch.deadline:
             log.debug("retrying %r after %s", batch, error)
+            self.metrics.records_retried(batch.tp.topic, batch.record_count)
             self.accumulator.reenqueue(batch, now + settings.retry_backoff_ms / 1000)
             return
         if isinstance(error, OutOfOrderSequenceNumberError) or (
@@ -325,6 +336,7 @@ class Sender:
             self._need_producer_id = True  # the partition's sequence has a gap now: start over
         if retriable and now >= batch.deadline:
             error = _expired(batch, error, settings.delivery_timeout_ms)
+        self.metrics.records_failed(batch.tp.topic, batch.record_count)
         self.accumulator.fail(batch, error)
 
     async def _init_producer_id(self) -> bool:

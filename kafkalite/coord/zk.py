@@ -169,6 +169,9 @@ class ZooKeeperClient:
                  connect_timeout: float = 15.0, request_timeout: float = 30.0) -> None:
         self._hosts, self._chroot = parse_connect_string(connect_string)
         self._connect_string = connect_string.strip()
+        #: requests answered (or failed) and the seconds they took, for ``GET /metrics``
+        self.requests_completed = 0
+        self.request_seconds = 0.0
         if session_timeout <= 0 or connect_timeout <= 0 or request_timeout <= 0:
             raise ValueError("timeouts must be positive")
         self._session_timeout = float(session_timeout)
@@ -358,7 +361,12 @@ class ZooKeeperClient:
                 loop.call_soon_threadsafe(settle_on_loop, result)
 
         async_result.rawlink(on_complete)
-        return await asyncio.wait_for(future, self._request_timeout)
+        started = loop.time()
+        try:
+            return await asyncio.wait_for(future, self._request_timeout)
+        finally:
+            self.requests_completed += 1
+            self.request_seconds += loop.time() - started
 
     # --- data operations ------------------------------------------------------------------
 

@@ -246,7 +246,8 @@ class ConsumerPerformance:
 
     def print_metrics(self, elapsed_ms: int) -> None:
         """``--print-metrics``: the consumer's metrics and the run's own, name : value."""
-        metrics: dict[str, Any] = {f"consumer-metrics:{name}": value for name, value in self.consumer.metrics().items()}
+        metrics: dict[str, Any] = {f"{group}:{name}": value for group, values in self.consumer.metrics().items()
+                                   for name, value in values.items()}
         metrics.update({
             "perf-test:records-consumed-total": self.messages,
             "perf-test:bytes-consumed-total": self.bytes,

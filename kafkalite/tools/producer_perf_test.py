@@ -443,7 +443,8 @@ class ProducerPerformance:
         """Kafka's ``--print-metrics``: the producer's metrics and the run's own, name : value."""
         stats = self.stats
         elapsed = max(now - stats.start, 1e-9)
-        metrics: dict[str, Any] = {f"producer-metrics:{name}": value for name, value in self.producer.metrics().items()}
+        metrics: dict[str, Any] = {f"{group}:{name}": value for group, values in self.producer.metrics().items()
+                                   for name, value in values.items()}
         metrics.update({
             "perf-test:record-send-total": stats.count,
             "perf-test:record-error-total": stats.failed,

@@ -505,6 +505,42 @@ def test_admin_topics_partitions_configs_and_errors(api: Any, cluster: BrokerClu
     assert missing["topics"][0]["error_code"] == 3
 
 
+def test_producer_and_consumer_metrics_in_kafka_pythons_shape(cluster: BrokerCluster) -> None:
+    topic = new_topic(cluster, "metrics", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
+    try:
+        for index in range(500):
+            producer.send(topic, value=b"v%03d" % index, partition=index % 2)
+        producer.flush(30)
+        produced = producer.metrics()
+    finally:
+        producer.close()
+    client = produced["producer-metrics"]
+    assert client["record-send-total"] == 500 and client["record-error-total"] == 0
+    assert client["request-total"] >= 1 and client["request-latency-avg"] > 0
+    assert client["record-send-rate"] > 0 and client["outgoing-byte-total"] > 500 * 4
+    assert produced[f"producer-topic-metrics.{topic}"]["record-send-total"] == 500
+    assert any(group.startswith("producer-node-metrics.node-") for group in produced)
+
+    group = f"metrics-group-{uuid.uuid4().hex[:8]}"
+    consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        assert len(read_all(consumer, 500)) == 500
+        consumer.commit()
+        consumed = consumer.metrics()
+    finally:
+        consumer.close()
+    fetch = consumed["consumer-fetch-manager-metrics"]
+    assert fetch["records-consumed-total"] == 500 and fetch["fetch-total"] >= 1
+    assert fetch["bytes-consumed-total"] > 500 * 4 and fetch["fetch-latency-avg"] > 0
+    assert fetch["records-lag-max"] >= 0
+    for partition in (0, 1):  # everything was read: the last fetch saw no lag
+        assert consumed[f"consumer-fetch-manager-metrics.{topic}-{partition}"]["records-lag"] == 0
+    coordinator = consumed["consumer-coordinator-metrics"]
+    assert coordinator["join-total"] >= 1 and coordinator["sync-total"] >= 1 and coordinator["commit-total"] >= 1
+
+
 def test_no_reachable_broker(api: Any) -> None:
     producer = api.producer(bootstrap_servers="127.0.0.1:1", max_block_ms=500)
     with pytest.raises(errors.KafkaTimeoutError, match=r"NoBrokersAvailable|no broker"):

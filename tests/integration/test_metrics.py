@@ -100,6 +100,7 @@ def test_under_replicated_partitions_while_a_follower_is_stopped(cluster: Broker
                     if broker_id not in (leader, cluster.controller_id()))
     name = "kafkalite_server_replica_manager_under_replicated_partitions"
     assert value(cluster, leader, name) == 0
+    expands = value(cluster, leader, "kafkalite_server_replica_manager_isr_expands_total")
     cluster.brokers[follower].stop()  # controlled shutdown: it leaves the ISR at once
     try:
         # this topic's partition, and any other the leader leads with a replica on the follower
@@ -113,6 +114,14 @@ def test_under_replicated_partitions_while_a_follower_is_stopped(cluster: Broker
     cluster.wait_in_sync(topic, timeout=60)
     cluster.wait_for(lambda: value(cluster, leader, name) == under_replicated_in_metadata(cluster, leader) == 0, 60,
                      "no under-replicated partition")
+    # the leader took the follower back into the ISR itself (the controller removed it)
+    assert value(cluster, leader, "kafkalite_server_replica_manager_isr_expands_total") > expands
+    # ... and each state change is one INFO line an operator can grep
+    leader_log = cluster.brokers[leader].log_path.read_text(errors="replace")
+    assert f"INFO {topic}-0: leader at epoch 0, isr " in leader_log
+    assert re.search(rf"INFO {re.escape(topic)}-0: ISR is now \[[0-9, ]+\]", leader_log)
+    follower_log = cluster.brokers[follower].log_path.read_text(errors="replace")
+    assert f"INFO {topic}-0: follower of {leader} at epoch 0" in follower_log
 
 
 def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluster: BrokerCluster) -> None:
@@ -122,6 +131,9 @@ def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluste
     replica = leader_of(cluster, topic)
     name = "kafkalite_controller_offline_partitions_count"
     assert total(cluster, name) == 0
+    elections = "kafkalite_controller_leader_elections_total"
+    controller_before = cluster.controller_id()
+    elections_before = value(cluster, controller_before, elections)
     cluster.brokers[replica].stop()
     try:
         cluster.wait_for(lambda: total(cluster, name) == 1 and total(
@@ -131,6 +143,31 @@ def test_offline_partitions_count_a_partition_whose_replicas_are_all_down(cluste
         cluster.brokers[replica].wait_ready()
     cluster.wait_in_sync(topic, timeout=60)
     cluster.wait_for(lambda: total(cluster, name) == 0, 30, "no offline partition")
+    # the partition's leader came back through an election of the (possibly new) controller
+    controller = cluster.controller_id()
+    assert value(cluster, controller, elections) > (elections_before if controller == controller_before else 0)
+    assert total(cluster, "kafkalite_controller_unclean_leader_elections_total") == 0
+
+
+def test_event_loop_lag_and_transaction_states_are_reported(cluster: BrokerCluster) -> None:
+    allocated = "kafkalite_server_producer_ids_allocated_total"
+    before = total(cluster, allocated)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=True, acks="all")
+    try:
+        producer.send("metrics-idempotent", value=b"x").get(30)
+    finally:
+        producer.close()
+    assert total(cluster, allocated) == before + 1  # one producer id for the idempotent producer
+    for broker_id in cluster.brokers:
+        metrics = samples(cluster, broker_id)
+        assert 0 <= metrics[("kafkalite_server_event_loop_lag_seconds", ())] < 5
+        assert metrics[("kafkalite_server_event_loop_lag_max_seconds", ())] >= \
+            metrics[("kafkalite_server_event_loop_lag_seconds", ())]
+        assert ("kafkalite_transaction_coordinator_transactions", (("state", "Ongoing"),)) in metrics
+        assert ("kafkalite_group_coordinator_rebalances_total", ()) in metrics
+        # every broker has read its registration, topics and partition states from ZooKeeper
+        requests = metrics[("kafkalite_zookeeper_request_latency_seconds_count", ())]
+        assert requests > 5 and 0 < metrics[("kafkalite_zookeeper_request_latency_seconds_sum", ())] < requests * 5
 
 
 TOPIC_METRIC = "kafkalite_server_broker_topic_metrics_"

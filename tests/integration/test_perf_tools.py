@@ -82,6 +82,10 @@ def test_producer_perf_test_prints_kafkas_final_line(cluster: BrokerCluster) -> 
     metrics = produce(cluster.bootstrap, topic, 1000, "--throughput", "-1", "--print-metrics")
     assert metrics.returncode == 0, metrics.stderr
     assert re.search(r"^perf-test:record-send-total\s*: 1000$", metrics.stdout, re.MULTILINE), metrics.stdout
+    # the producer's own metrics, with Kafka's group:name
+    assert re.search(r"^producer-metrics:record-send-total\s*: 1000\.000$", metrics.stdout, re.MULTILINE), \
+        metrics.stdout
+    assert re.search(r"^producer-metrics:request-latency-avg\s*: \d+\.\d{3}$", metrics.stdout, re.MULTILINE)
 
 
 def test_producer_perf_test_throttles_and_reports_every_five_seconds(cluster: BrokerCluster) -> None:
@@ -112,6 +116,12 @@ def test_consumer_perf_test_prints_kafkas_header_and_row(cluster: BrokerCluster)
         assert float(columns[2]) == pytest.approx(30_000 * 100 / (1024 * 1024), abs=1e-4)
         rebalance_ms, fetch_ms = int(columns[6]), int(columns[7])
         assert rebalance_ms >= 0 and fetch_ms >= 0
+    result = run("kafkalite-consumer-perf-test.sh", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
+                 "--messages", "30000", "--timeout", "20000", "--print-metrics")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^consumer-fetch-manager-metrics:records-consumed-total\s*: 30000\.000$", result.stdout,
+                     re.MULTILINE), result.stdout
+    assert re.search(r"^consumer-fetch-manager-metrics:fetch-latency-avg\s*: \d+\.\d{3}$", result.stdout, re.MULTILINE)
 
 
 def test_consumer_perf_test_warns_on_timeout_and_has_detailed_header(cluster: BrokerCluster) -> None:

@@ -138,3 +138,36 @@ def test_metadata_wait_for_ends_on_a_change_or_when_the_injected_timer_runs_out(
         await client.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 10.0))
+
+
+def test_a_new_partitions_leader_is_not_written_under_a_deleted_topic() -> None:
+    """A controller that elects the first leader of a partition whose topic was deleted
+    meanwhile must not bring the topic's znode back (empty, it would block the name for good)."""
+    from kafkalite.broker.metadata import PartitionInfo
+
+    async def scenario() -> None:
+        ticks = itertools.count(1_700_000_000_000)
+        ensemble = InMemoryZooKeeper(clock=lambda: next(ticks))
+        parts = await start_broker(ensemble, 1, lambda: next(ticks))
+        assert parts.controller.active
+        assignment = znodes.TopicAssignment(partitions={0: [1]}, topic_id="topic-id")
+        await parts.client.create(znodes.topic_path("kept"), assignment.to_bytes())
+        # "gone" was deleted after the controller saw its partition, before the leader was written
+        assert not await parts.controller._write_state(PartitionInfo("gone", 0, [1]), 1, 0, [1])
+        assert await parts.client.exists(znodes.topic_path("gone")) is None
+        # a topic that exists gets its partition's leader as before
+        kept = parts.metadata
+        def kept_leader() -> int:
+            info = kept.topics.get("kept")
+            entry = info.partitions.get(0) if info else None
+            return entry.leader if entry is not None else -1
+
+        await until(lambda: kept_leader() == 1)
+        data, _ = await parts.client.get(znodes.partition_state_path("kept", 0))
+        assert znodes.PartitionState.from_bytes(data).leader == 1
+        await parts.controller.stop()
+        parts.metadata.stop()
+        await parts.client.stop()
+        await ensemble.settle()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10.0))

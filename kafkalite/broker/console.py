@@ -39,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kafkalite import protocol
 from kafkalite.broker import http_codec as codec
 from kafkalite.broker.group_api import FindCoordinatorRequest
+from kafkalite.broker.group_lag import offsets_at_leaders
 from kafkalite.broker.services import BrokerServices, ConfigResource
 from kafkalite.errors import (
     CoordinatorNotAvailableError,
@@ -76,26 +77,13 @@ class ConsoleApi:
     async def _offsets(self, partitions: list[protocol.PartitionMetadata], topic: str,
                        timestamp: int) -> dict[int, int]:
         """Offsets of ``topic``'s partitions for ``timestamp`` (-1 latest, -2 earliest), asked of their leaders."""
-        addresses = self._addresses()
-        by_leader: dict[int, list[int]] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
         for partition in partitions:
             if partition.leader >= 0:
-                by_leader.setdefault(partition.leader, []).append(partition.partition)
-
-        async def ask(leader: int, numbers: list[int]) -> dict[int, int]:
-            address = addresses.get(leader)
-            if address is None:
-                return {}
-            answer = await self._ask(address, "POST", protocol.LIST_OFFSETS, {
-                "isolation_level": protocol.READ_UNCOMMITTED,
-                "partitions": [{"topic": topic, "partition": number, "timestamp": timestamp} for number in numbers]})
-            return {int(item["partition"]): int(item["offset"]) for item in (answer or {}).get("partitions", [])
-                    if int(item.get("error_code", 0)) == 0}
-
-        found: dict[int, int] = {}
-        for answer in await asyncio.gather(*(ask(leader, numbers) for leader, numbers in by_leader.items())):
-            found.update(answer)
-        return found
+                by_leader.setdefault(partition.leader, []).append((topic, partition.partition))
+        found = await offsets_at_leaders(self.services.metadata.cache, self.transport, by_leader, timestamp,
+                                         PEER_TIMEOUT_MS)
+        return {number: offset for (_, number), offset in found.items()}
 
     async def _scrape(self) -> tuple[list[Any], list[int]]:
         """Every broker's /metrics, parsed: (families, ids of brokers that did not answer)."""
@@ -109,13 +97,9 @@ class ConsoleApi:
             return body.decode("utf-8", "replace")
 
         texts = await asyncio.gather(*(scrape(address) for address in addresses.values()))
-        families: list[Any] = []
-        missing = []
-        for broker_id, text in zip(addresses, texts):
-            if text is None:
-                missing.append(broker_id)
-            else:
-                families.extend(text_string_to_metric_families(text))
+        missing = [broker_id for broker_id, text in zip(addresses, texts) if text is None]
+        # a cluster's metrics (a series per partition) take a while to parse: a worker does it
+        families = await asyncio.to_thread(_parse_all, [text for text in texts if text is not None])
         return families, missing
 
     async def _topic_metadata(self, topic: str | None) -> protocol.ClusterMetadata:
@@ -203,10 +187,13 @@ class ConsoleApi:
                      if int(item.get("offset", -1)) >= 0]
         metadata = await self._topic_metadata(None)
         by_topic = {topic.name: topic.partitions for topic in metadata.topics}
-        ends: dict[tuple[str, int], int] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
         for topic in sorted({topic for topic, _, _ in committed}):
-            for number, offset in (await self._offsets(by_topic.get(topic, []), topic, LATEST)).items():
-                ends[(topic, number)] = offset
+            for partition in by_topic.get(topic, []):
+                if partition.leader >= 0:
+                    by_leader.setdefault(partition.leader, []).append((topic, partition.partition))
+        ends = await offsets_at_leaders(self.services.metadata.cache, self.transport, by_leader, LATEST,
+                                        PEER_TIMEOUT_MS)
         return {
             "group_id": group_id, "coordinator": found.node_id, "state": description.get("state"),
             "protocol_type": description.get("protocol_type"), "protocol": description.get("protocol"),
@@ -250,6 +237,10 @@ class ConsoleApi:
                                        if sample.name.endswith("_total") and not
                                        str(sample.labels.get("topic", "")).startswith("__"))
         return {**totals, "missing_brokers": missing}
+
+
+def _parse_all(texts: list[str]) -> list[Any]:
+    return [family for text in texts for family in text_string_to_metric_families(text)]
 
 
 def _integer(text: str, name: str) -> int:

@@ -71,24 +71,36 @@ class ConsumerLag:
             if info is not None and info.leader >= 0 and info.leader != self.broker_id:
                 remote.setdefault(info.leader, []).append(key)
         if remote:
-            answers = await asyncio.gather(*(self._ask(leader, keys, timeout_ms) for leader, keys in remote.items()))
-            for answer in answers:
-                ends.update(answer)
+            ends.update(await offsets_at_leaders(self.metadata, self.transport, remote, LATEST_TIMESTAMP, timeout_ms))
         return [PartitionLag(group_id, topic, number, offset, ends[(topic, number)])
                 for group_id, topic, number, offset in committed if (topic, number) in ends]
 
-    async def _ask(self, leader: int, keys: list[tuple[str, int]], timeout_ms: int) -> dict[tuple[str, int], int]:
-        endpoint = self.metadata.endpoint(leader)
+
+async def offsets_at_leaders(metadata: MetadataCache, transport: AsyncTransport,
+                             by_leader: dict[int, list[tuple[str, int]]], timestamp: int,
+                             timeout_ms: int) -> dict[tuple[str, int], int]:
+    """The offsets for ``timestamp`` (-1 latest, -2 earliest, else the first at or after it)
+    of partitions grouped by their leader: one ListOffsets request per leader, concurrently.
+    A leader that is unknown or does not answer, and a partition answered with an error, are
+    left out."""
+
+    async def ask(leader: int, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        endpoint = metadata.endpoint(leader)
         if endpoint is None:
             return {}
         body = {"isolation_level": protocol.READ_UNCOMMITTED,
-                "partitions": [{"topic": topic, "partition": number, "timestamp": LATEST_TIMESTAMP}
+                "partitions": [{"topic": topic, "partition": number, "timestamp": timestamp}
                                for topic, number in keys]}
         try:
-            answer = await self.transport.request_json(endpoint.address, "POST", protocol.LIST_OFFSETS, body,
-                                                       timeout_ms=timeout_ms)
+            answer = await transport.request_json(endpoint.address, "POST", protocol.LIST_OFFSETS, body,
+                                                  timeout_ms=timeout_ms)
         except KafkaliteError as exc:
-            log.debug("consumer lag: broker %d did not answer ListOffsets: %s", leader, exc)
+            log.debug("broker %d did not answer ListOffsets: %s", leader, exc)
             return {}
         return {(str(item["topic"]), int(item["partition"])): int(item["offset"])
                 for item in answer.get("partitions", []) if int(item.get("error_code", 0)) == 0}
+
+    found: dict[tuple[str, int], int] = {}
+    for answer in await asyncio.gather(*(ask(leader, keys) for leader, keys in by_leader.items())):
+        found.update(answer)
+    return found

@@ -290,6 +290,27 @@ class InvalidCommitOffsetSizeError(BrokerResponseError):
     http_status = 400
 
 
+class TopicAuthorizationFailedError(BrokerResponseError):
+    errno = 29
+    message = "TOPIC_AUTHORIZATION_FAILED"
+    description = "Topic authorization failed."
+    http_status = 403
+
+
+class GroupAuthorizationFailedError(BrokerResponseError):
+    errno = 30
+    message = "GROUP_AUTHORIZATION_FAILED"
+    description = "Group authorization failed."
+    http_status = 403
+
+
+class ClusterAuthorizationFailedError(BrokerResponseError):
+    errno = 31
+    message = "CLUSTER_AUTHORIZATION_FAILED"
+    description = "Cluster authorization failed."
+    http_status = 403
+
+
 class InvalidTimestampError(BrokerResponseError):
     errno = 32
     message = "INVALID_TIMESTAMP"
@@ -442,6 +463,41 @@ class KafkaStorageError(BrokerResponseError):
 class LogDirOfflineError(KafkaStorageError):
     """The log directory holding the partition is offline after an I/O error that could not be
     undone (EIO, EROFS, a failed rollback): nothing in it is written or read until a restart."""
+
+
+class UnsupportedSaslMechanismError(BrokerResponseError):
+    errno = 33
+    message = "UNSUPPORTED_SASL_MECHANISM"
+    description = "The broker does not support the requested SASL mechanism."
+    http_status = 401
+
+
+class IllegalSaslStateError(BrokerResponseError):
+    errno = 34
+    message = "ILLEGAL_SASL_STATE"
+    description = "Request is not valid given the current SASL state."
+    http_status = 401
+
+
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    errno = 53
+    message = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    description = "Transactional Id authorization failed."
+    http_status = 403
+
+
+class SecurityDisabledError(BrokerResponseError):
+    errno = 54
+    message = "SECURITY_DISABLED"
+    description = "Security features are disabled."
+    http_status = 400
+
+
+class SaslAuthenticationFailedError(BrokerResponseError):
+    errno = 58
+    message = "SASL_AUTHENTICATION_FAILED"
+    description = "SASL Authentication failed."
+    http_status = 401
 
 
 class UnknownProducerIdError(BrokerResponseError):

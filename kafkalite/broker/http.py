@@ -54,10 +54,21 @@ from kafkalite.errors import (
     UnknownServerError,
 )
 from kafkalite.registry.api import build_registry_app
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkalite.version import __version__
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kafkalite.broker.requests")  # one line per request at DEBUG
+
+#: Where a request's authenticated principal is kept (``request[PRINCIPAL_KEY]``), set by the
+#: authentication step of a listener that authenticates; read it with :func:`request_principal`.
+PRINCIPAL_KEY = "kafkalite.principal"
+
+
+def request_principal(request: web.BaseRequest) -> KafkaPrincipal:
+    """Who ``request`` comes from: the principal its listener authenticated, else ANONYMOUS."""
+    principal = request.get(PRINCIPAL_KEY)
+    return principal if isinstance(principal, KafkaPrincipal) else ANONYMOUS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -40,6 +40,7 @@ from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import KAFKA
 from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 #: one line per request at DEBUG (``--log-level DEBUG``), shared by every front end
@@ -74,6 +75,10 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.set()
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        #: Who this connection authenticated as; every request's context carries it.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        #: The security protocol of the listener the connection came in on.
+        self.security_protocol = "PLAINTEXT"
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -188,7 +193,8 @@ class KafkaConnection(asyncio.Protocol):
         except BrokerResponseError as exc:
             raise CloseConnection(f"API key {api_key} v{api_version}: {exc}") from None
         context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
-                                      self._peer.rsplit(":", 1)[0], self.listener_name)
+                                      self._peer.rsplit(":", 1)[0], self.listener_name, self.principal,
+                                      self.security_protocol)
         answer: KafkaAnswer
         started = time.perf_counter()
         failed = True

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
+
 if TYPE_CHECKING:
     from kafkalite.broker.services import BrokerServices
 
@@ -46,6 +48,11 @@ class KafkaRequestContext:
     client_host: str
     #: The name of the listener the request came in on (Metadata answers with its advertised addresses).
     listener_name: str = "PLAINTEXT"
+    #: Who the connection authenticated as (:data:`~kafkalite.security.principal.ANONYMOUS` when
+    #: its listener authenticates nobody).
+    principal: KafkaPrincipal = ANONYMOUS
+    #: The listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    security_protocol: str = "PLAINTEXT"
 
     def advertised_address(self, broker_id: int) -> tuple[str, int] | None:
         """``(host, port)`` of live broker ``broker_id`` on this request's listener; None when the

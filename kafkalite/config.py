@@ -12,6 +12,7 @@ Thread-safety: immutable values, safe from any thread.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,12 +313,20 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
         "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
     "schema.registry.listeners": _Setting("schema_registry_listeners", str),
     "log.format": _Setting("log_format", parse_log_format),
+    # TLS (kafkalite.security.tls reads the ssl.* settings themselves, see BrokerConfig.ssl_properties)
+    "security.inter.broker.protocol": _Setting("security_inter_broker_protocol", str),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
 _LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.retention.minutes",
                                                      "log.roll.hours", "log.dirs", "log.dir"}
 
+
+#: The security protocols a listener may use (``listener.security.protocol.map``); any other
+#: stops the broker at start (no silent plaintext).
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+#: Kafka's TLS settings of a broker: ``ssl.<name>``, or ``listener.name.<listener>.ssl.<name>`` for one listener.
+_SSL_PROPERTY = re.compile(r"^(listener\.name\.[a-z0-9_.-]+\.)?ssl\.[a-z.]+$")
 
 #: Kafka's default ``listener.security.protocol.map``.
 DEFAULT_SECURITY_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
@@ -347,7 +356,7 @@ class BrokerConfig:
     ``log.dirs`` (or ``log.dir``). Listeners are ``NAME://host:port`` (``http://host:port`` is
     PLAINTEXT), each serving HTTP and Kafka's protocol; ``advertised.listeners``,
     ``listener.security.protocol.map`` and ``inter.broker.listener.name`` have Kafka's meaning
-    (PLAINTEXT listeners only).
+    (PLAINTEXT and SSL listeners; ``ssl.*`` settings are kept in ``ssl_properties``).
     """
 
     broker_id: int = 0
@@ -409,14 +418,24 @@ class BrokerConfig:
     schema_registry_listeners: str | None = None
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
+    #: ``security.inter.broker.protocol``: the listener of that name is the inter-broker one
+    #: (an alternative to ``inter.broker.listener.name``, as in Kafka).
+    security_inter_broker_protocol: str | None = None
+    #: The ``ssl.*`` and ``listener.name.<listener>.ssl.*`` settings, as given (see
+    #: :func:`kafkalite.security.tls.listener_ssl_settings`).
+    ssl_properties: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
         """Build from parsed properties; bad values raise ConfigError naming the key."""
         changes: dict[str, Any] = {}
         unknown: list[str] = []
+        ssl_properties: list[tuple[str, str]] = []
         for name, raw in properties.items():
             setting = _BROKER_SETTINGS.get(name)
+            if setting is None and _SSL_PROPERTY.match(name):
+                ssl_properties.append((name, raw))
+                continue
             if setting is None:
                 if name not in _LOG_PROPERTY_NAMES:
                     unknown.append(name)
@@ -440,7 +459,7 @@ class BrokerConfig:
             changes["log"] = LogConfig.from_broker_properties(properties)
         except ConfigError as exc:
             raise ConfigError(f"server properties: {exc}") from None
-        config = cls(**changes, unknown=tuple(sorted(unknown)))
+        config = cls(**changes, unknown=tuple(sorted(unknown)), ssl_properties=tuple(sorted(ssl_properties)))
         config.advertised_listener_list()  # validates the listener settings
         config.inter_broker_listener()
         config.schema_registry_address()
@@ -473,9 +492,25 @@ class BrokerConfig:
         return tuple(listeners)
 
     def listener_list(self) -> tuple[Listener, ...]:
-        """The listeners to bind (``listeners``), each with a PLAINTEXT security protocol in
-        ``listener.security.protocol.map`` (Kafka's default map when unset)."""
+        """The listeners to bind (``listeners``), each with a supported security protocol
+        (:data:`SUPPORTED_SECURITY_PROTOCOLS`) in ``listener.security.protocol.map`` (Kafka's
+        default map when unset)."""
         listeners = self._parse_listeners(self.listeners, "listeners")
+        protocols = self.security_protocol_map()
+        for listener in listeners:
+            security = protocols.get(listener.name)
+            if security is None:
+                raise ConfigError(f"listener {listener.name} has no security protocol in "
+                                  "listener.security.protocol.map")
+            if security not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"listener {listener.name} uses {security}: only "
+                                  f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))} listeners are supported "
+                                  "(listener.security.protocol.map)")
+        return listeners
+
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as listener name → security protocol (Kafka's
+        default map when unset)."""
         protocols = dict(DEFAULT_SECURITY_PROTOCOLS)
         if self.listener_security_protocol_map:
             protocols = {}
@@ -485,14 +520,11 @@ class BrokerConfig:
                     raise ConfigError("listener.security.protocol.map must look like NAME:PROTOCOL[,NAME:PROTOCOL], "
                                       f"got {self.listener_security_protocol_map!r}")
                 protocols[name.strip().upper()] = protocol.strip().upper()
-        for listener in listeners:
-            security = protocols.get(listener.name)
-            if security is None:
-                raise ConfigError(f"listener {listener.name} has no security protocol in "
-                                  "listener.security.protocol.map")
-            if security != "PLAINTEXT":
-                raise ConfigError(f"listener {listener.name} uses {security}: only PLAINTEXT listeners are supported")
-        return listeners
+        return protocols
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of listener ``listener_name`` (PLAINTEXT, SSL, ...)."""
+        return self.security_protocol_map().get(listener_name.upper(), "PLAINTEXT")
 
     def advertised_listener_list(self) -> tuple[Listener, ...]:
         """What clients are told, per listener: the ``advertised.listeners`` entry of the same
@@ -513,10 +545,19 @@ class BrokerConfig:
             for listener in listeners)
 
     def inter_broker_listener(self) -> Listener:
-        """The advertised listener brokers reach each other on: ``inter.broker.listener.name``, by
-        default PLAINTEXT when there is one, else the first listener."""
+        """The advertised listener brokers reach each other on: ``inter.broker.listener.name``
+        (or the listener named after ``security.inter.broker.protocol``; not both), by default
+        PLAINTEXT when there is one, else the first listener."""
         advertised = self.advertised_listener_list()
         wanted = (self.inter_broker_listener_name or "").strip().upper()
+        by_protocol = (self.security_inter_broker_protocol or "").strip().upper()
+        if wanted and by_protocol:
+            raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol may be set")
+        if by_protocol:
+            if by_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"security.inter.broker.protocol {by_protocol} is not supported "
+                                  f"(only {', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))})")
+            wanted = by_protocol
         if not wanted:
             wanted = "PLAINTEXT" if any(item.name == "PLAINTEXT" for item in advertised) else advertised[0].name
         for listener in advertised:

@@ -31,6 +31,10 @@ connection without waiting, or starts opening one in the background and returns 
 caller that serves several brokers (the producer's sender) never blocks on one that does not
 answer.
 
+With an ``ssl_context`` every connection is TLS: ``https://`` for the JSON calls and the
+channel's WebSocket over TLS (``wss://``), with the context's certificate and host-name checks;
+a failed handshake is a KafkaConnectionError, never a fallback to plain TCP.
+
 Concurrency: one AsyncTransport per event loop; coroutines and callbacks on that loop only.
 """
 
@@ -42,6 +46,7 @@ import hashlib
 import json
 import logging
 import os
+import ssl
 import struct
 import time
 from collections import deque
@@ -400,8 +405,12 @@ class AsyncTransport:
     """Pooled HTTP client for broker APIs (see the module docstring)."""
 
     def __init__(self, *, request_timeout_ms: int = 30_000, connections_per_host: int = 8,
-                 client_id: str = "kafkalite", connect_timeout_ms: int = 10_000) -> None:
+                 client_id: str = "kafkalite", connect_timeout_ms: int = 10_000,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.request_timeout_ms = request_timeout_ms
+        #: TLS for every connection (https and the channel's WebSocket over TLS) when set.
+        self.ssl_context = ssl_context
+        self._scheme = "https" if ssl_context is not None else "http"
         self.connections_per_host = connections_per_host
         self.client_id = client_id
         self.connect_timeout_ms = connect_timeout_ms
@@ -492,7 +501,8 @@ class AsyncTransport:
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.connections_per_host,
-                                             force_close=False, enable_cleanup_closed=False)
+                                             force_close=False, enable_cleanup_closed=False,
+                                             ssl=self.ssl_context if self.ssl_context is not None else True)
             self._session = aiohttp.ClientSession(
                 connector=connector, headers={"User-Agent": f"kafkalite/{self.client_id}"},
                 auto_decompress=False, skip_auto_headers=("Accept-Encoding",))
@@ -550,10 +560,14 @@ class AsyncTransport:
             _, connection = await asyncio.wait_for(
                 loop.create_connection(lambda: PipelinedConnection(address, self.request_timeout_ms, self.client_id,
                                                                    self.note_failure),
-                                       host.strip("[]") or "127.0.0.1", port),
+                                       host.strip("[]") or "127.0.0.1", port, ssl=self.ssl_context,
+                                       server_hostname=(host.strip("[]") or "127.0.0.1")
+                                       if self.ssl_context is not None else None),
                 self.connect_timeout_ms / 1000)
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {address} timed out") from None
+        except ssl.SSLError as exc:
+            raise KafkaConnectionError(f"TLS handshake with {address} failed: {exc}") from None
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {address}: {exc.strerror or exc}") from None
         await connection.wait_ready(self.connect_timeout_ms / 1000)
@@ -581,7 +595,7 @@ class AsyncTransport:
                 if isinstance(body, list) else body
             headers["Content-Type"] = protocol.BINARY_CONTENT_TYPE
         total = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
-        url = f"http://{address}{path}"
+        url = f"{self._scheme}://{address}{path}"
         self._json_in_flight[address] = self._json_in_flight.get(address, 0) + 1
         try:
             async with session.request(method, url, data=data, params=params, headers=headers,

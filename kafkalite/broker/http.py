@@ -44,6 +44,7 @@ from kafkalite.broker import console, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
+from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     BrokerResponseError,
     ConfigError,
@@ -54,6 +55,7 @@ from kafkalite.errors import (
     UnknownServerError,
 )
 from kafkalite.registry.api import build_registry_app
+from kafkalite.security import tls
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkalite.version import __version__
 
@@ -69,6 +71,21 @@ def request_principal(request: web.BaseRequest) -> KafkaPrincipal:
     """Who ``request`` comes from: the principal its listener authenticated, else ANONYMOUS."""
     principal = request.get(PRINCIPAL_KEY)
     return principal if isinstance(principal, KafkaPrincipal) else ANONYMOUS
+
+
+# -- TLS client certificates ----------------------------------------------------------------
+@web.middleware
+async def certificate_principal_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """On a TLS connection whose client presented a certificate (``ssl.client.auth``), the
+    request's principal is ``User:<the certificate's RFC 2253 subject>``, as on the Kafka protocol."""
+    principal = tls.transport_principal(request.transport)
+    if principal is not None:
+        request[PRINCIPAL_KEY] = principal
+    return await handler(request)
+
+
+def _uses_tls(config: BrokerConfig) -> bool:
+    return any(config.security_protocol(listener.name) in ("SSL", "SASL_SSL") for listener in config.listener_list())
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -298,6 +315,8 @@ def build_app(services: BrokerServices) -> web.Application:
     config = services.config
     app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
                           client_max_size=config.socket_request_max_bytes)
+    if _uses_tls(config):
+        app.middlewares.insert(0, certificate_principal_middleware)  # SASL, when it runs later, wins
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     api = BrokerApi(services)
     groups = services.groups

@@ -47,6 +47,7 @@ from kafkalite.broker.services import (
     ReplicaService,
 )
 from kafkalite.broker.stats import BrokerStats
+from kafkalite.broker.tls_contexts import inter_broker_context, listener_contexts
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.broker.txn_markers import BrokerMarkerChannel, BrokerTxnTopology, ReplicaTxnStateLog
 from kafkalite.config import BrokerConfig, load_properties
@@ -94,7 +95,11 @@ class Broker:
         self.controller = Controller(config, self.zookeeper, self.metadata, self._topic_configs, clock,
                                      events=self.stats.events)
         self.admin = AdminService(config, self.zookeeper, self.metadata, clock)
-        self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin")
+        # TLS: the listeners' contexts and the one for calls to other brokers (ConfigError when
+        # the ssl.* settings cannot be honoured: the broker does not start)
+        self._listener_contexts = listener_contexts(config)
+        self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin",
+                                        ssl_context=inter_broker_context(config))
         self.broker_epoch = -1
         self._listener: BrokerListener | None = None
         self._jobs: list[asyncio.Task[None]] = []
@@ -147,7 +152,8 @@ class Broker:
         self.group_coordinator.start()
         self.txn_coordinator.start()
         host, port = config.listener_address()
-        self._listener = await BrokerListener.start(self.services, host, port, config.listener_list())
+        self._listener = await BrokerListener.start(self.services, host, port, config.listener_list(),
+                                                    self._listener_contexts)
         registry_address = config.schema_registry_address()
         if registry_address is not None:
             self._registry_listener = await HttpListener.serve_app(

@@ -106,12 +106,13 @@ class AdminCore:
 
     def __init__(self, options: dict[str, Any]) -> None:
         options = dict(options)
-        check_common_options(options, _KNOWN)
+        ssl_context = check_common_options(options, _KNOWN)
         self.bootstrap = parse_bootstrap(options.get("bootstrap_servers", "localhost:9092"))
         self.request_timeout_ms = int(options.get("request_timeout_ms", 30_000))
         self.retry_backoff_ms = int(options.get("retry_backoff_ms", 100))
         self.transport = AsyncTransport(request_timeout_ms=self.request_timeout_ms,
-                                        client_id=str(options.get("client_id") or "kafkalite-admin"))
+                                        client_id=str(options.get("client_id") or "kafkalite-admin"),
+                                        ssl_context=ssl_context)
         self.metadata = MetadataManager(self.transport, self.bootstrap, request_timeout_ms=self.request_timeout_ms,
                                         retry_backoff_ms=self.retry_backoff_ms, allow_auto_create_topics=False)
 

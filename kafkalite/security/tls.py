@@ -27,6 +27,8 @@ event loops once built (Python's ``ssl.SSLContext`` is not modified afterwards).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import re
 import ssl
@@ -34,6 +36,7 @@ import tempfile
 from collections.abc import Mapping
 
 from kafkalite.errors import ConfigError
+from kafkalite.security.principal import KafkaPrincipal
 
 #: Kafka's keystore and truststore type this module reads; JKS and PKCS12 are refused.
 PEM_TYPE = "PEM"
@@ -264,6 +267,7 @@ def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, str], where
     return False
 
 
+@functools.lru_cache(maxsize=256)
 def certificate_subject(der_certificate: bytes) -> str:
     """The subject of a DER certificate as an RFC 2253 distinguished name, most specific first
     (``CN=alice,O=example``): the name Kafka's default SSL principal builder gives a client
@@ -280,3 +284,12 @@ def peer_subject(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str | None
         return None
     der = ssl_object.getpeercert(binary_form=True)
     return certificate_subject(der) if der else None
+
+
+def transport_principal(transport: asyncio.BaseTransport | None) -> KafkaPrincipal | None:
+    """``User:<subject in RFC 2253 form>`` of the verified client certificate of a TLS
+    connection (Kafka's default SSL principal builder), None without one or without TLS."""
+    if transport is None:
+        return None
+    subject = peer_subject(transport.get_extra_info("ssl_object"))
+    return KafkaPrincipal.user(subject) if subject is not None else None

@@ -35,7 +35,13 @@ from typing import Any
 from kafkalite.client import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafkalite.config import BROKER_TO_TOPIC_NAMES
 from kafkalite.errors import KafkaliteError
-from kafkalite.tools.common import ToolArgumentParser, UsageError, bootstrap_from_zookeeper, run_cli
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    bootstrap_from_zookeeper,
+    command_config_options,
+    run_cli,
+)
 
 _ENTITY_TYPES = {"topics": "topics", "topic": "topics", "brokers": "brokers", "broker": "brokers"}
 _UNSUPPORTED_ENTITY_TYPES = ("users", "clients", "ips", "broker-loggers")
@@ -71,7 +77,7 @@ def build_parser() -> ToolArgumentParser:
     parser.add_argument("--delete-config", action="append", metavar="K[,K2]", help="configs to remove: 'k1,k2'")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
     parser.add_argument("--force", action="store_true", help="accepted for compatibility; not used")
-    parser.add_argument("--command-config", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -231,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         if not arguments.zookeeper:
             raise UsageError("--bootstrap-server is required")
         arguments.bootstrap_server = bootstrap_from_zookeeper(arguments.zookeeper)
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs",
+                             **command_config_options(arguments.command_config))
     try:
         if arguments.describe:
             return _describe(admin, entity, arguments.all)

@@ -26,7 +26,7 @@ from typing import Any
 
 from kafkalite import errors
 from kafkalite.client import KafkaAdminClient, TopicPartition
-from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import ToolArgumentParser, UsageError, command_config_options, run_cli
 
 _SUCCESS = "NONE"
 _NOT_NEEDED = "ELECTION_NOT_NEEDED"
@@ -42,6 +42,8 @@ def build_parser() -> ToolArgumentParser:
     """The command line, with kafka-leader-election.sh's flag names."""
     parser = ToolArgumentParser(prog="kafkalite-leader-election.sh",
                                 description="Start a preferred leader election for topic partitions.")
+    parser.add_argument("--admin.config", dest="command_config", metavar="CONFIG-FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="REQUIRED: the broker(s) to connect to, e.g. localhost:9092")
     parser.add_argument("--election-type", metavar="TYPE", type=str.lower, choices=["preferred"],
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.election_type is None:
         raise UsageError("Missing required option(s): --election-type")
     partitions = _selected(arguments)
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-leader-election")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-leader-election",
+                             **command_config_options(arguments.command_config))
     try:
         results = admin.elect_leaders("preferred", partitions, raise_errors=False)
     finally:

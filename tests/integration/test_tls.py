@@ -9,6 +9,7 @@ honour stops it with an error naming the setting."""
 from __future__ import annotations
 
 import asyncio
+import io
 import shutil
 import socket
 import ssl
@@ -204,3 +205,27 @@ def test_a_setting_the_broker_cannot_honour_stops_it(tmp_path: Path) -> None:
     assert result.returncode == 2, output
     assert "ssl.keystore.type=JKS is not supported" in output
     assert "Traceback" not in output
+
+
+def test_tools_honour_command_config_over_tls(cluster: TlsCluster, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from kafkalite.tools import console_consumer, console_producer, topics
+    from kafkalite.tools.common import EXIT_FAILED, run_cli
+
+    client_properties = tmp_path / "client.properties"  # confluent-kafka's names, as admin.properties has them
+    client_properties.write_text(f"security.protocol=SSL\nssl.ca.location={cluster.ca}\n")
+    topic = f"tls-tool-{uuid.uuid4().hex[:8]}"
+    common = ["--bootstrap-server", cluster.bootstrap]
+    assert topics.main([*common, "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "2",
+                        "--command-config", str(client_properties)]) == 0
+    cluster.brokers.wait_in_sync(topic)
+    assert console_producer.main([*common, "--topic", topic, "--producer.config", str(client_properties)],
+                                 stdin=io.StringIO("alpha\nbeta\n")) == 0
+    output = io.StringIO()
+    assert console_consumer.main([*common, "--topic", topic, "--from-beginning", "--max-messages", "2",
+                                  "--timeout-ms", "20000", "--consumer.config", str(client_properties)],
+                                 out=output) == 0
+    assert output.getvalue().split() == ["alpha", "beta"]
+    # without the file the tool speaks plaintext to the TLS port and is refused: an error, not a hang
+    assert run_cli(topics.main, [*common, "--list"]) == EXIT_FAILED
+    assert "no broker answered" in capsys.readouterr().err

@@ -24,6 +24,7 @@ Concurrency: handlers run on the event loop; a channel serves its messages one a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -86,6 +87,49 @@ async def certificate_principal_middleware(request: web.Request, handler: Handle
 
 def _uses_tls(config: BrokerConfig) -> bool:
     return any(config.security_protocol(listener.name) in ("SSL", "SASL_SSL") for listener in config.listener_list())
+
+
+# -- listeners: addresses as advertised on the listener a request came in on -------------------------
+#: Bound port → listener name (``PLAINTEXT``, ``SSL``, ...), filled in by
+#: :mod:`kafkalite.broker.listener` once its sockets are bound (:meth:`HttpListener.name_port`).
+LISTENER_PORTS_KEY = web.AppKey("kafkalite_listener_ports", dict)
+
+
+def request_listener(request: web.Request) -> str | None:
+    """The name of the listener ``request`` came in on; None when unknown (a bare HTTP listener)."""
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    ports: dict[int, str] = request.app.get(LISTENER_PORTS_KEY, {})
+    return ports.get(sockname[1]) if isinstance(sockname, tuple) and len(sockname) >= 2 else None
+
+
+def brokers_on_listener(services: BrokerServices, request: web.Request,
+                        brokers: list[protocol.BrokerEndpoint]) -> list[protocol.BrokerEndpoint]:
+    """``brokers`` (registered with the inter-broker listener's addresses) as advertised on the
+    listener ``request`` came in on, as Kafka's Metadata answers: a client on the SSL listener is
+    told SSL addresses, one on PLAINTEXT plaintext ones. Brokers without that listener are left out."""
+    name = request_listener(request)
+    if name is None or name == services.config.inter_broker_listener().name:
+        return brokers
+    registered = services.metadata.cache.brokers
+    found = []
+    for broker in brokers:
+        live = registered.get(broker.broker_id)
+        endpoint = live.listener_endpoint(name) if live is not None else None
+        if endpoint is not None:
+            found.append(endpoint)
+    return found
+
+
+async def _find_coordinator_on_listener(services: BrokerServices, body: dict[str, Any],
+                                        request: web.Request) -> Any:
+    answer = await txn_http.find_coordinator(services, codec.decode_find_coordinator(body))
+    if answer.error is None and answer.node_id >= 0:
+        moved = brokers_on_listener(services, request, [protocol.BrokerEndpoint(answer.node_id, answer.host,
+                                                                                 answer.port)])
+        if moved and (moved[0].host, moved[0].port) != (answer.host, answer.port):
+            answer = dataclasses.replace(answer, host=moved[0].host, port=moved[0].port)
+    return answer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -272,6 +316,10 @@ class HttpListener:
         await runner.setup()
         return cls(runner)
 
+    def name_port(self, port: int, listener_name: str) -> None:
+        """Requests arriving on bound ``port`` came in on listener ``listener_name``."""
+        self._runner.app[LISTENER_PORTS_KEY][port] = listener_name
+
     def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
         """aiohttp's connection protocol factory (valid after :meth:`prepare` or :meth:`start`)."""
         server = self._runner.server
@@ -318,6 +366,7 @@ def build_app(services: BrokerServices) -> web.Application:
     if _uses_tls(config):
         app.middlewares.insert(0, certificate_principal_middleware)  # SASL, when it runs later, wins
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
+    app[LISTENER_PORTS_KEY] = {}
     api = BrokerApi(services)
     groups = services.groups
     routes = [
@@ -349,8 +398,8 @@ def build_app(services: BrokerServices) -> web.Application:
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
         web.get(protocol.OPENAPI, api.openapi),
         # The group protocol: a named error other than INVALID_REQUEST is a 200 answer carrying it.
-        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: txn_http.find_coordinator(
-            services, codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
+        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: _find_coordinator_on_listener(
+            services, body, request), codec.encode_find_coordinator)),
         web.post(protocol.JOIN_GROUP, _group_call(lambda body, request: groups.join_group(
             codec.decode_join_group(body, request.remote or "")), codec.encode_join_group)),
         web.post(protocol.SYNC_GROUP, _group_call(lambda body, request: groups.sync_group(
@@ -450,6 +499,7 @@ class BrokerApi:
             topics = protocol.require_list_of(body, "topics", str, None)
             allow = protocol.require(body, "allow_auto_topic_creation", bool, False)
         result = await self.services.metadata.cluster_metadata(topics, allow)
+        result = dataclasses.replace(result, brokers=brokers_on_listener(self.services, request, result.brokers))
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:
@@ -597,8 +647,9 @@ class BrokerApi:
 
     async def describe_cluster(self, request: web.Request) -> web.Response:
         metadata = self.services.metadata.describe_cluster()
+        brokers = brokers_on_listener(self.services, request, metadata.brokers)
         return _json_response({"cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
-                               "brokers": [broker.to_json() for broker in metadata.brokers]})
+                               "brokers": [broker.to_json() for broker in brokers]})
 
     async def controlled_shutdown(self, request: web.Request) -> web.Response:
         body = await _json_body(request)

@@ -126,6 +126,9 @@ class BrokerListener:
                 await http.stop()
                 raise ConfigError(f"cannot listen on {listener.host}:{listener.port} ({listener.name}): "
                                   f"{exc.strerror}") from exc
+        for server, listener in zip(servers, listeners or (Listener("PLAINTEXT", host, port),), strict=True):
+            for bound in server.sockets:
+                http.name_port(int(bound.getsockname()[1]), listener.name)
         return cls(servers, http, connections)
 
     @property

@@ -229,3 +229,31 @@ def test_tools_honour_command_config_over_tls(cluster: TlsCluster, tmp_path: Pat
     # without the file the tool speaks plaintext to the TLS port and is refused: an error, not a hang
     assert run_cli(topics.main, [*common, "--list"]) == EXIT_FAILED
     assert "no broker answered" in capsys.readouterr().err
+
+
+def test_http_metadata_advertises_the_listener_the_client_came_in_on(cluster: TlsCluster) -> None:
+    from kafkalite import KafkaAdminClient
+
+    plain_ports = {broker_id: broker.port for broker_id, broker in cluster.brokers.brokers.items()}
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, security_protocol="SSL",
+                             ssl_cafile=str(cluster.ca))
+    try:
+        over_tls = {(item["broker_id"], item["host"], item["port"]) for item in admin.describe_cluster()["brokers"]}
+    finally:
+        admin.close()
+    assert over_tls == {(broker_id, "localhost", port) for broker_id, port in cluster.ssl_ports.items()}
+    # a plaintext client on the PLAINTEXT listener is told plaintext addresses (the inter-broker
+    # listener is SSL) and produces and consumes, group coordinator included
+    topic = _topic(cluster)
+    plain = ",".join(f"127.0.0.1:{port}" for port in plain_ports.values())
+    producer = KafkaProducer(bootstrap_servers=plain, acks="all")
+    try:
+        producer.send(topic, b"plain").get(30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=plain, group_id=f"plain-{uuid.uuid4().hex[:6]}",
+                             auto_offset_reset="earliest", consumer_timeout_ms=15_000)
+    try:
+        assert next(iter(consumer)).value == b"plain"
+    finally:
+        consumer.close()

@@ -65,7 +65,7 @@ request_log = logging.getLogger("kafkalite.broker.requests")  # one line per req
 
 #: Where a request's authenticated principal is kept (``request[PRINCIPAL_KEY]``), set by the
 #: authentication step of a listener that authenticates; read it with :func:`request_principal`.
-PRINCIPAL_KEY = "kafkalite.principal"
+PRINCIPAL_KEY = web.RequestKey("kafkalite.principal", KafkaPrincipal)  # a str key warns (NotAppKeyWarning)
 
 
 def request_principal(request: web.BaseRequest) -> KafkaPrincipal:

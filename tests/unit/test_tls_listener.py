@@ -116,3 +116,38 @@ def test_plain_socket_sees_the_connection_closed(pki: dict[str, Path]) -> None:
             server.close()
     answer = asyncio.run(scenario())
     assert b"HTTP" not in answer  # at most a TLS alert, then the connection is closed
+
+
+def test_http_requests_carry_the_client_certificate_principal(pki: dict[str, Path]) -> None:
+    import aiohttp
+    from aiohttp import web
+
+    from kafkalite.broker.http import certificate_principal_middleware, request_principal
+
+    async def whoami(request: web.Request) -> web.Response:
+        return web.Response(text=str(request_principal(request)))
+
+    async def scenario() -> list[str]:
+        app = web.Application(middlewares=[certificate_principal_middleware])
+        app.router.add_get("/whoami", whoami)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        server_context = tls.server_context({"ssl.keystore.location": str(pki["server"]),
+                                             "ssl.client.auth": "requested",
+                                             "ssl.truststore.location": str(pki["ca"])})
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context)
+        await site.start()
+        port = runner.addresses[0][1]
+        answers = []
+        try:
+            for client in (tls.client_context(ssl_cafile=str(pki["ca"]), ssl_certfile=str(pki["alice_cert"]),
+                                              ssl_keyfile=str(pki["alice_key"])),
+                           tls.client_context(ssl_cafile=str(pki["ca"]))):
+                async with aiohttp.ClientSession() as session, \
+                        session.get(f"https://localhost:{port}/whoami", ssl=client) as answer:
+                    answers.append(await answer.text())
+        finally:
+            await runner.cleanup()
+        return answers
+
+    assert asyncio.run(scenario()) == ["User:CN=alice,O=example", "User:ANONYMOUS"]

@@ -42,8 +42,6 @@ def build_parser() -> ToolArgumentParser:
     """The command line, with kafka-leader-election.sh's flag names."""
     parser = ToolArgumentParser(prog="kafkalite-leader-election.sh",
                                 description="Start a preferred leader election for topic partitions.")
-    parser.add_argument("--admin.config", dest="command_config", metavar="CONFIG-FILE",
-                        help="client properties file: security.protocol, ssl.*, sasl.*")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="REQUIRED: the broker(s) to connect to, e.g. localhost:9092")
     parser.add_argument("--election-type", metavar="TYPE", type=str.lower, choices=["preferred"],
@@ -54,7 +52,8 @@ def build_parser() -> ToolArgumentParser:
                         help="elect every partition of every topic")
     parser.add_argument("--path-to-json-file", metavar="FILE",
                         help='a JSON file: {"partitions": [{"topic": "foo", "partition": 1}, ...]}')
-    parser.add_argument("--admin.config", dest="admin_config", help="accepted for compatibility; not used")
+    parser.add_argument("--admin.config", dest="admin_config", metavar="CONFIG-FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError("Missing required option(s): --election-type")
     partitions = _selected(arguments)
     admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-leader-election",
-                             **command_config_options(arguments.command_config))
+                             **command_config_options(arguments.admin_config))
     try:
         results = admin.elect_leaders("preferred", partitions, raise_errors=False)
     finally:

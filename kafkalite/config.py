@@ -312,6 +312,9 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
         "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
     "schema.registry.listeners": _Setting("schema_registry_listeners", str),
     "log.format": _Setting("log_format", parse_log_format),
+    # Client quotas and ZooKeeper's own security.
+    "quota.window.num": _Setting("quota_window_num", parse_int, 2),
+    "quota.window.size.seconds": _Setting("quota_window_size_seconds", parse_int, 1),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -407,6 +410,10 @@ class BrokerConfig:
     #: ``http://host:port``: also serve the schema registry at the root of this address (it is
     #: always served under ``/registry`` on the broker's listener).
     schema_registry_listeners: str | None = None
+    #: Client quotas: rates are measured over ``quota.window.num`` windows of
+    #: ``quota.window.size.seconds`` (Kafka's defaults 11 × 1 s).
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
 

@@ -298,6 +298,7 @@ def build_app(services: BrokerServices) -> web.Application:
     config = services.config
     app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
                           client_max_size=config.socket_request_max_bytes)
+    app.middlewares.append(services.quotas.http_middleware(request_principal))  # client quotas
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     api = BrokerApi(services)
     groups = services.groups
@@ -446,12 +447,15 @@ class BrokerApi:
     async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
         results = await self.services.replicas.produce(produce_request)
+        await self.services.quotas.hold_http_produce(produce_request)
         if produce_request.acks == 0:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
     async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
-        results = await self.services.replicas.fetch(protocol.decode_fetch_request(body))
+        fetch_request = protocol.decode_fetch_request(body)
+        results = await self.services.replicas.fetch(fetch_request)
+        results = await self.services.quotas.hold_http_fetch(fetch_request, results)
         return 200, protocol.encode_fetch_response(results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------

@@ -35,6 +35,7 @@ from kafkalite.broker.group_offsets import ReplicaOffsetLog
 from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.schema_topic import BrokerSchemaTopic
 from kafkalite.broker.services import (
@@ -127,7 +128,8 @@ class Broker:
             producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
             registry=self.schema_store, stats=self.stats,
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
-                                     self.transport))
+                                     self.transport),
+            quotas=BrokerQuotas(config))
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

@@ -75,6 +75,8 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.set()
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        #: The throttle time of the answer being sent (ms): reading stops that long after it.
+        self._throttle_ms = 0
         #: Who this connection authenticated as; every request's context carries it.
         self.principal: KafkaPrincipal = ANONYMOUS
         #: The security protocol of the listener the connection came in on.
@@ -162,6 +164,8 @@ class KafkaConnection(asyncio.Protocol):
                     if transport.is_closing():
                         return
                     transport.write(response)
+                    if self._throttle_ms > 0:  # KIP-219: mute the connection after a throttled answer
+                        await self._mute(transport, self._throttle_ms)
         except CloseConnection as exc:
             log.info("closing Kafka connection from %s: %s", self._peer, exc)
             transport.close()
@@ -170,6 +174,18 @@ class KafkaConnection(asyncio.Protocol):
         except Exception:
             log.error("unexpected failure serving Kafka connection from %s", self._peer, exc_info=True)
             transport.close()
+
+    async def _mute(self, transport: asyncio.Transport, throttle_ms: int) -> None:
+        """Stop reading for ``throttle_ms`` and serve nothing meanwhile (Kafka's muted channel)."""
+        self._throttle_ms = 0
+        was_paused = self._reading_paused
+        if not was_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        await asyncio.sleep(throttle_ms / 1000)
+        if not was_paused and not transport.is_closing():
+            self._reading_paused = False
+            transport.resume_reading()
 
     async def serve(self, frame: bytes) -> bytes | None:
         """The response frame of one request frame (None: no response, as for acks=0 produce)."""
@@ -221,6 +237,7 @@ class KafkaConnection(asyncio.Protocol):
                               elapsed * 1000)
         if answer is NO_RESPONSE:
             return None
+        self._throttle_ms = int(answer.get("throttle_time") or answer.get("throttle_time_ms") or 0)
         return self._encode(api_key, api_version, correlation_id, answer)
 
     @staticmethod

@@ -105,6 +105,7 @@ async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
                   for topic in request.topic_data for partition in topic.partition_data]
     results = await context.services.replicas.produce(
         protocol.ProduceRequest(request.acks, _milliseconds(request.timeout), partitions))
+    throttle_ms = context.services.quotas.record_produce(context.principal, context.client_id, partitions)
     if request.acks == 0:
         return NO_RESPONSE
     by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -114,7 +115,7 @@ async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
             "log_append_time": result.log_append_time, "log_start_offset": result.log_start_offset,
             "error_message": result.error_message or None})
     return {"responses": [{"name": name, "partition_responses": items} for name, items in by_topic.items()],
-            "throttle_time": 0}
+            "throttle_time": throttle_ms}
 
 
 # -- Fetch ----------------------------------------------------------------------------------------
@@ -145,6 +146,7 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     results = await services.replicas.fetch(protocol.FetchRequest(
         partitions, max_wait_ms=max(0, _milliseconds(request.max_wait)), min_bytes=request.min_bytes,
         max_bytes=request.max_bytes, isolation_level=_isolation_level(request))) if partitions else []
+    results, throttle_ms = services.quotas.record_fetch(context.principal, context.client_id, results)
     names_to_ids = {name: _topic_id(info.topic_id) for name, info in services.metadata.cache.topics.items()} \
         if context.api_version >= 13 else {}
     responses: list[dict[str, Any]] = []
@@ -168,7 +170,7 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
         responses.append({"topic_id": topic_id, "partitions": [{
             "partition_index": partition.partition, "error_code": UNKNOWN_TOPIC_ID, "high_watermark": -1,
             "records": b""}]})
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time": throttle_ms, "error_code": 0, "session_id": 0, "responses": responses}
 
 
 def _isolation_level(request: Any) -> int:

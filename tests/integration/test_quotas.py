@@ -1,0 +1,121 @@
+"""Client quotas on one real broker: quotas set with kafkalite-configs.sh hold a client id to its
+byte rate over both front ends while another client on the same broker runs free.
+
+The broker measures rates over ``quota.window.num=2`` windows of 1 s here. Kafka's default of 11
+windows counts at least 10 s of history, so a fresh client gets ~10 s worth of quota up front
+and the rate of a bounded run (a few seconds) says little; with 2 windows the credit is 1 s and a
+7 s run settles on the quota (tests/unit/test_quota.py covers the 11-window arithmetic).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kafkalite.client import KafkaProducer
+from tests.support.cluster import ROOT, BrokerCluster, running_cluster
+
+pytestmark = pytest.mark.integration
+SCRIPTS = ROOT / "scripts"
+QUOTA = 1_048_576  # producer_byte_rate: 1 MiB/s
+RUN_SECONDS = 7.0
+VALUE = b"q" * 32 * 1024
+TOPIC = "quota-topic"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterator[BrokerCluster]:
+    with running_cluster(tmp_path_factory, zookeeper, "quotas", size=1,
+                         extra_properties={"quota.window.num": "2", "quota.window.size.seconds": "1"}) as brokers:
+        configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "throttled",
+                "--add-config", f"producer_byte_rate={QUOTA}")
+        configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "ck-throttled",
+                "--add-config", f"producer_byte_rate={QUOTA}")
+        deadline = time.monotonic() + 20
+        while "ck-throttled" not in configs(brokers, "--describe", "--entity-type", "clients").stdout:
+            assert time.monotonic() < deadline, "the broker never saw the quotas"
+            time.sleep(0.1)
+        yield brokers
+
+
+def configs(cluster: BrokerCluster, *arguments: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(SCRIPTS / "kafkalite-configs.sh"), "--bootstrap-server", cluster.bootstrap,
+                             *arguments], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def produce_for(send: Callable[[], int], finish: Callable[[], None], seconds: float,
+                limit: int = 64 * 1024 * 1024) -> float:
+    """Send for ``seconds`` (at most ``limit`` bytes), wait for everything to be acknowledged:
+    bytes per second overall."""
+    started = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < seconds and sent < limit:
+        sent += send()
+    finish()
+    return sent / (time.monotonic() - started)
+
+
+def kafkalite_rate(cluster: BrokerCluster, client_id: str, rates: dict[str, float]) -> None:
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, client_id=client_id, acks=1,
+                             buffer_memory=512 * 1024, batch_size=64 * 1024, linger_ms=5)
+    try:
+        def send() -> int:
+            producer.send(TOPIC, VALUE)
+            return len(VALUE)
+        rates[client_id] = produce_for(send, lambda: producer.flush(timeout=30), RUN_SECONDS)
+    finally:
+        producer.close()
+
+
+def test_a_client_id_is_held_to_its_producer_byte_rate_and_another_is_not(cluster: BrokerCluster) -> None:
+    rates: dict[str, float] = {}
+    threads = [threading.Thread(target=kafkalite_rate, args=(cluster, client_id, rates))
+               for client_id in ("throttled", "free")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert set(rates) == {"throttled", "free"}
+    print(f"kafkalite producer rates (B/s): throttled {rates['throttled']:.0f}, free {rates['free']:.0f}")
+    assert rates["throttled"] == pytest.approx(QUOTA, rel=0.2), rates
+    assert rates["free"] > 3 * QUOTA, rates
+
+
+def test_confluent_kafka_honours_throttle_time_over_the_kafka_protocol(cluster: BrokerCluster) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    throttles: list[int] = []
+
+    def statistics(text: str) -> None:
+        for broker in json.loads(text).get("brokers", {}).values():
+            throttles.append(int(broker.get("throttle", {}).get("max", 0)))
+
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": cluster.bootstrap, "client.id": "ck-throttled", "acks": 1,
+        "queue.buffering.max.kbytes": 512, "linger.ms": 5, "statistics.interval.ms": 500,
+        "stats_cb": statistics})
+
+    def send() -> int:
+        try:
+            producer.produce(TOPIC, VALUE)
+        except BufferError:
+            producer.poll(0.01)
+            return 0
+        producer.poll(0)
+        return len(VALUE)
+
+    def finish() -> None:
+        assert producer.flush(30) == 0
+
+    rate = produce_for(send, finish, RUN_SECONDS)
+    producer.poll(0.6)
+    print(f"confluent-kafka producer rate {rate:.0f} B/s, largest throttle_time_ms {max(throttles, default=0)}")
+    assert rate == pytest.approx(QUOTA, rel=0.2)
+    assert max(throttles, default=0) > 0, "no answer carried throttle_time_ms"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kafkalite.client import KafkaProducer
+from kafkalite.client import KafkaConsumer, KafkaProducer
 from tests.support.cluster import ROOT, BrokerCluster, running_cluster
 
 pytestmark = pytest.mark.integration
@@ -37,8 +37,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterato
                 "--add-config", f"producer_byte_rate={QUOTA}")
         configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "ck-throttled",
                 "--add-config", f"producer_byte_rate={QUOTA}")
+        configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "slow-reader",
+                "--add-config", f"consumer_byte_rate={QUOTA}")
         deadline = time.monotonic() + 20
-        while "ck-throttled" not in configs(brokers, "--describe", "--entity-type", "clients").stdout:
+        while "slow-reader" not in configs(brokers, "--describe", "--entity-type", "clients").stdout:
             assert time.monotonic() < deadline, "the broker never saw the quotas"
             time.sleep(0.1)
         yield brokers
@@ -119,3 +121,28 @@ def test_confluent_kafka_honours_throttle_time_over_the_kafka_protocol(cluster: 
     print(f"confluent-kafka producer rate {rate:.0f} B/s, largest throttle_time_ms {max(throttles, default=0)}")
     assert rate == pytest.approx(QUOTA, rel=0.2)
     assert max(throttles, default=0) > 0, "no answer carried throttle_time_ms"
+
+
+def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster: BrokerCluster) -> None:
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, client_id="filler", acks=1)
+    try:
+        for _ in range(16 * 1024 * 1024 // len(VALUE)):
+            producer.send("quota-read", VALUE)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    # Fetches of at most 256 KiB: a fetch larger than a window's worth of quota is throttled
+    # whole (its records dropped) more often than it gets through.
+    consumer = KafkaConsumer("quota-read", bootstrap_servers=cluster.bootstrap, client_id="slow-reader",
+                             auto_offset_reset="earliest", max_partition_fetch_bytes=256 * 1024)
+    try:
+        received = 0
+        started = time.monotonic()
+        while time.monotonic() - started < RUN_SECONDS:
+            for records in consumer.poll(timeout_ms=200).values():
+                received += sum(len(record.value) for record in records)
+        rate = received / (time.monotonic() - started)
+    finally:
+        consumer.close()
+    print(f"kafkalite consumer rate {rate:.0f} B/s")
+    assert rate == pytest.approx(QUOTA, rel=0.2)

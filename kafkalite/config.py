@@ -315,6 +315,8 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     # Client quotas and ZooKeeper's own security.
     "quota.window.num": _Setting("quota_window_num", parse_int, 2),
     "quota.window.size.seconds": _Setting("quota_window_size_seconds", parse_int, 1),
+    "zookeeper.set.acl": _Setting("zookeeper_set_acl", parse_bool),
+    "zookeeper.digest.auth": _Setting("zookeeper_digest_auth", str),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -414,6 +416,13 @@ class BrokerConfig:
     #: ``quota.window.size.seconds`` (Kafka's defaults 11 × 1 s).
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    #: ``zookeeper.set.acl=true``: znodes the broker creates get Kafka's secure ACLs (all rights
+    #: for the authenticated creator, read for anyone except under /config/users and
+    #: /config/brokers); it needs ``zookeeper.digest.auth``.
+    zookeeper_set_acl: bool = False
+    #: ``user:password``: the broker's ZooKeeper session authenticates with the digest scheme
+    #: (what Kafka's JAAS ``Client`` section with ``DigestLoginModule`` does).
+    zookeeper_digest_auth: str | None = None
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
 
@@ -451,7 +460,23 @@ class BrokerConfig:
         config.advertised_listener_list()  # validates the listener settings
         config.inter_broker_listener()
         config.schema_registry_address()
+        config.zookeeper_auth_data()
         return config
+
+    def zookeeper_auth_data(self) -> list[tuple[str, str]]:
+        """The authentication the broker's ZooKeeper session sends (``[("digest", "user:pass")]``
+        or none); ConfigError for a malformed ``zookeeper.digest.auth`` or for
+        ``zookeeper.set.acl=true`` without it (an unauthenticated creator could not write its own
+        znodes)."""
+        digest = self.zookeeper_digest_auth
+        if digest is not None:
+            user, colon, password = digest.partition(":")
+            if not colon or not user or not password:
+                raise ConfigError("zookeeper.digest.auth must be user:password")
+        if self.zookeeper_set_acl and digest is None:
+            raise ConfigError("zookeeper.set.acl=true needs an authenticated ZooKeeper session: "
+                              "set zookeeper.digest.auth=user:password")
+        return [("digest", digest)] if digest is not None else []
 
     @classmethod
     def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:

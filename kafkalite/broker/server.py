@@ -88,7 +88,8 @@ class Broker:
                                       topic_configs=self._topic_configs, clock=clock)
         self.zookeeper: Coordinator = coordinator if coordinator is not None else ZooKeeperClient(
             config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000,
-            connect_timeout=config.zookeeper_connection_timeout_ms / 1000)
+            connect_timeout=config.zookeeper_connection_timeout_ms / 1000,
+            auth_data=config.zookeeper_auth_data(), secure_acls=config.zookeeper_set_acl)
         self.metadata = MetadataCache(self.zookeeper, config.broker_id)
         self.stats = BrokerStats()
         self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock,

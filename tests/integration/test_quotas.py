@@ -1,5 +1,7 @@
 """Client quotas on one real broker: quotas set with kafkalite-configs.sh hold a client id to its
-byte rate over both front ends while another client on the same broker runs free.
+byte rate over both front ends while another client on the same broker runs free. The broker
+runs with ``zookeeper.set.acl=true`` and digest authentication, so the same broker shows that
+its znodes are not writable by an unauthenticated ZooKeeper client.
 
 The broker measures rates over ``quota.window.num=2`` windows of 1 s here. Kafka's default of 11
 windows counts at least 10 s of history, so a fresh client gets ~10 s worth of quota up front
@@ -17,6 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from kafkalite.client import KafkaConsumer, KafkaProducer
 from tests.support.cluster import ROOT, BrokerCluster, running_cluster
@@ -27,12 +31,15 @@ QUOTA = 1_048_576  # producer_byte_rate: 1 MiB/s
 RUN_SECONDS = 7.0
 VALUE = b"q" * 32 * 1024
 TOPIC = "quota-topic"
+BROKER_DIGEST = "kafkalite-broker:broker-secret"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterator[BrokerCluster]:
     with running_cluster(tmp_path_factory, zookeeper, "quotas", size=1,
-                         extra_properties={"quota.window.num": "2", "quota.window.size.seconds": "1"}) as brokers:
+                         extra_properties={"quota.window.num": "2", "quota.window.size.seconds": "1",
+                                           "zookeeper.set.acl": "true",
+                                           "zookeeper.digest.auth": BROKER_DIGEST}) as brokers:
         configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "throttled",
                 "--add-config", f"producer_byte_rate={QUOTA}")
         configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "ck-throttled",
@@ -146,3 +153,39 @@ def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster: BrokerCluster) ->
         consumer.close()
     print(f"kafkalite consumer rate {rate:.0f} B/s")
     assert rate == pytest.approx(QUOTA, rel=0.2)
+
+
+def kazoo(cluster: BrokerCluster, auth: str | None = None) -> KazooClient:
+    client = KazooClient(hosts=cluster.zookeeper_connect, timeout=10,
+                         auth_data=[("digest", auth)] if auth is not None else None)
+    client.start(timeout=10)
+    return client
+
+
+def test_znodes_written_by_the_broker_are_readable_but_not_writable_without_its_credentials(
+        cluster: BrokerCluster) -> None:
+    configs(cluster, "--alter", "--entity-type", "users", "--entity-name", "carol",
+            "--add-config", "producer_byte_rate=2048")
+    anonymous = kazoo(cluster)
+    try:
+        registration, _ = anonymous.get("/brokers/ids/1")
+        assert json.loads(registration)["port"] > 0
+        assert anonymous.get_children("/brokers/topics")
+        with pytest.raises(NoAuthError):
+            anonymous.set("/brokers/ids/1", b"{}")
+        with pytest.raises(NoAuthError):
+            anonymous.delete(f"/brokers/topics/{TOPIC}", recursive=True)
+        with pytest.raises(NoAuthError):
+            anonymous.create("/brokers/topics/planted", b"{}")
+        with pytest.raises(NoAuthError):  # credentials and user quotas: creator only, not even read
+            anonymous.get("/config/users/carol")
+        assert anonymous.get("/config/clients/throttled")[0]  # client quotas are readable
+    finally:
+        anonymous.stop()
+        anonymous.close()
+    broker_identity = kazoo(cluster, BROKER_DIGEST)
+    try:
+        assert json.loads(broker_identity.get("/config/users/carol")[0])["config"] == {"producer_byte_rate": "2048"}
+    finally:
+        broker_identity.stop()
+        broker_identity.close()

@@ -47,6 +47,7 @@ from kafkalite.security.quota import (
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from kafkalite.broker.entity_configs import EntityConfigs as EntityConfigCache
     from kafkalite.config import BrokerConfig
 
 #: The response header that carries an HTTP answer's throttle time (ms).
@@ -89,8 +90,9 @@ class BrokerQuotas:
     """This broker's quota managers (produce bytes, fetch bytes, request time) and the front-end hooks.
 
     ``configs`` reads one ``users``/``clients`` entity (see
-    :data:`~kafkalite.security.quota.EntityConfigs`); :meth:`use_configs` swaps it in once the
-    broker's entity cache exists.
+    :data:`~kafkalite.security.quota.EntityConfigs`); :meth:`following` builds one over the
+    broker's entity cache that skips all accounting while no entity sets a quota (as Kafka's
+    ``quotasEnabled``), so an unquota'd cluster pays nothing per request.
     """
 
     def __init__(self, config: BrokerConfig, configs: EntityConfigs | None = None,
@@ -101,10 +103,30 @@ class BrokerQuotas:
                                window_size_seconds=config.quota_window_size_seconds)
             for key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE))
         self._sleep = sleep
+        #: Whether any entity sets a quota key (None: not known, look again).
+        self._enabled: bool | None = True
+        self._any_quota: Callable[[], bool] = lambda: True
 
-    def use_configs(self, configs: EntityConfigs) -> None:
-        """Read quota entities through ``configs`` from now on."""
-        self._configs = configs
+    @classmethod
+    def following(cls, config: BrokerConfig, cache: EntityConfigCache) -> BrokerQuotas:
+        """Quotas read from the broker's entity cache, re-checking whether any quota is set
+        whenever an entity changes."""
+        quotas = cls(config, cache.entity_configs)
+        quotas._any_quota = lambda: any(key in configs for configs in cache.entities().values()
+                                        for key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE))
+        quotas._enabled = None
+        cache.add_listener(quotas._entity_changed)
+        return quotas
+
+    def _entity_changed(self, entity_path: str) -> None:
+        self._enabled = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any quota is set (requests are only counted then)."""
+        if self._enabled is None:
+            self._enabled = self._any_quota()
+        return self._enabled
 
     def _entity(self, user: str | None, client_id: str | None) -> Mapping[str, str]:
         return self._configs(user, client_id)
@@ -113,6 +135,8 @@ class BrokerQuotas:
     def record_produce(self, principal: KafkaPrincipal, client_id: str | None,
                        partitions: Sequence[protocol.ProducePartition]) -> int:
         """Counts a produce request's record bytes; its throttle time (ms), 0 within quota."""
+        if not self.enabled:
+            return 0
         size = sum(len(partition.records) for partition in partitions)
         return self.produce.record(principal.name, client_id or "", size)
 
@@ -120,6 +144,8 @@ class BrokerQuotas:
                      results: list[protocol.FetchResult]) -> tuple[list[protocol.FetchResult], int]:
         """Counts a consumer fetch answer's record bytes: the answer to send and its throttle
         time (ms). A throttled answer goes without records and its bytes are not counted."""
+        if not self.enabled:
+            return results, 0
         size = sum(len(result.records) for result in results)
         if size == 0:
             return results, 0

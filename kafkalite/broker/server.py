@@ -133,7 +133,7 @@ class Broker:
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
                                      self.transport),
             entity_configs=self.entity_configs,
-            quotas=BrokerQuotas(config, self.entity_configs.entity_configs))
+            quotas=BrokerQuotas.following(config, self.entity_configs))
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

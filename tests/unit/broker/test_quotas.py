@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from kafkalite import protocol
 from kafkalite.broker.quotas import BrokerQuotas, client_id_of_agent
@@ -59,3 +60,39 @@ def test_http_fetch_holds_the_answer_but_never_a_followers() -> None:
     answer = asyncio.run(broker.hold_http_fetch(consumer, records))
     assert answer[0].records == b"" and slept == [11.0]  # capped at quota.window.num x size
     assert broker.throttle_totals()["consumer_byte_rate"] == (1, 11_000)
+
+
+class Cache:
+    """The parts of the broker's entity cache quotas use."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, dict[str, str]] = {}
+        self.listeners: list[Callable[[str], None]] = []
+        self.lookups = 0
+
+    def entity_configs(self, user: str | None, client_id: str | None) -> dict[str, str]:
+        self.lookups += 1
+        path = "/".join(part for part in (f"users/{user}" if user is not None else "",
+                                          f"clients/{client_id}" if client_id is not None else "") if part)
+        return dict(self.stored.get(path, {}))
+
+    def entities(self) -> dict[str, dict[str, str]]:
+        return dict(self.stored)
+
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        self.listeners.append(listener)
+
+    def put(self, path: str, configs: dict[str, str]) -> None:
+        self.stored[path] = configs
+        for listener in self.listeners:
+            listener(path)
+
+
+def test_nothing_is_counted_until_an_entity_sets_a_quota() -> None:
+    cache = Cache()
+    broker = BrokerQuotas.following(BrokerConfig(), cast(Any, cache))
+    batch = [protocol.ProducePartition("t", 0, b"x" * 10**6)]
+    cache.put("users/alice", {"SCRAM-SHA-256": "salt=..."})
+    assert broker.record_produce(ANONYMOUS, "app", batch) == 0 and cache.lookups == 0
+    cache.put("clients/app", {"producer_byte_rate": "1000"})
+    assert broker.record_produce(ANONYMOUS, "app", batch) > 0 and cache.lookups > 0

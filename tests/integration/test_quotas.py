@@ -12,9 +12,11 @@ and the rate of a bounded run (a few seconds) says little; with 2 windows the cr
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -153,6 +155,11 @@ def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster: BrokerCluster) ->
         consumer.close()
     print(f"kafkalite consumer rate {rate:.0f} B/s")
     assert rate == pytest.approx(QUOTA, rel=0.2)
+    with urllib.request.urlopen(f"http://{cluster.bootstrap.split(',')[0]}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    throttled = re.search(r'^kafkalite_server_quota_throttled_responses_total\{quota="consumer_byte_rate"\} (\S+)$',
+                          metrics, re.MULTILINE)
+    assert throttled is not None and float(throttled.group(1)) > 0
 
 
 def kazoo(cluster: BrokerCluster, auth: str | None = None) -> KazooClient:

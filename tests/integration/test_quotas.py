@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from kafkalite.client import KafkaConsumer, KafkaProducer
+from tests.support import kafka_wire
 from tests.support.cluster import ROOT, BrokerCluster, running_cluster
 
 pytestmark = pytest.mark.integration
@@ -196,3 +198,26 @@ def test_znodes_written_by_the_broker_are_readable_but_not_writable_without_its_
     finally:
         broker_identity.stop()
         broker_identity.close()
+
+
+def kafka_call(cluster: BrokerCluster, api_key: int, fields: dict[str, Any]) -> Any:
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(kafka_wire.request_frame(api_key, 1, 7, kafka_wire.request(api_key, 1, fields)))
+        frame = connection.recv(4, socket.MSG_WAITALL)
+        frame += connection.recv(int.from_bytes(frame, "big"), socket.MSG_WAITALL)
+    return kafka_wire.read_response(frame, api_key, 1)[1]
+
+
+def test_client_quotas_are_described_and_altered_over_the_kafka_protocol(cluster: BrokerCluster) -> None:
+    altered = kafka_call(cluster, 49, {"entries": [{
+        "entity": [{"entity_type": "client-id", "entity_name": "wire-client"}],
+        "ops": [{"key": "consumer_byte_rate", "value": 4096.0, "remove": False}]}], "validate_only": False})
+    assert [entry.error_code for entry in altered.entries] == [0]
+    described = kafka_call(cluster, 48, {"components": [
+        {"entity_type": "client-id", "match_type": 0, "match": "throttled"}], "strict": True})
+    assert [([(item.entity_type, item.entity_name) for item in entry.entity],
+             [(value.key, value.value) for value in entry.values]) for entry in described.entries] == [
+        ([("client-id", "throttled")], [("producer_byte_rate", float(QUOTA))])]
+    assert "consumer_byte_rate=4096" in configs(cluster, "--describe", "--entity-type", "clients",
+                                                "--entity-name", "wire-client").stdout

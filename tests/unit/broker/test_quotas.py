@@ -96,3 +96,26 @@ def test_nothing_is_counted_until_an_entity_sets_a_quota() -> None:
     assert broker.record_produce(ANONYMOUS, "app", batch) == 0 and cache.lookups == 0
     cache.put("clients/app", {"producer_byte_rate": "1000"})
     assert broker.record_produce(ANONYMOUS, "app", batch) > 0 and cache.lookups > 0
+
+
+def test_http_answers_carry_the_throttle_time_header_and_the_agents_client_id() -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    broker, slept = quotas({(None, "slow"): {"producer_byte_rate": "100"}})
+    produce = protocol.ProduceRequest(1, 1000, [protocol.ProducePartition("t", 0, b"x" * 2000)])
+
+    async def handler(request: web.Request) -> web.Response:
+        await broker.hold_http_produce(produce)
+        return web.Response(text="ok")
+
+    async def scenario() -> tuple[str | None, str | None]:
+        app = web.Application(middlewares=[broker.http_middleware(lambda request: ANONYMOUS)])
+        app.router.add_post("/produce", handler)
+        async with TestClient(TestServer(app)) as client:
+            fast = await client.post("/produce", headers={"User-Agent": "kafkalite/fast"})
+            slow = await client.post("/produce", headers={"User-Agent": "kafkalite/slow"})
+            return fast.headers.get("Throttle-Time-Ms"), slow.headers.get("Throttle-Time-Ms")
+
+    assert asyncio.run(scenario()) == (None, "10000")  # 2000 B over 10 s: twice the bound
+    assert slept == [10.0]

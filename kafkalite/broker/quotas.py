@@ -15,7 +15,8 @@ bytes are taken back, as Kafka does.
 How a client is held back (KIP-219):
 
 - Kafka protocol: the answer carries ``throttle_time_ms`` at once, then the connection is muted
-  (not read from) for that long; Kafka clients also hold back on their own.
+  (not read from) for that long; Kafka clients also hold back on their own. An ``acks=0``
+  produce has no answer: the connection's next request waits for the throttle time.
 - HTTP and the binary channel: the broker holds the answer for the throttle time and sends it
   then, with the time in the ``Throttle-Time-Ms`` response header on HTTP. A channel serves its
   messages one at a time, so its later requests wait behind the held answer: the channel is
@@ -193,6 +194,12 @@ class BrokerQuotas:
         results, throttle = self.record_fetch(principal, identity.client_id if identity else "", results)
         await self._hold(identity, throttle)
         return results
+
+    async def mute(self, throttle_ms: int) -> None:
+        """Hold the caller (a Kafka connection serving an ``acks=0`` produce, which has no answer to
+        carry the throttle time) for ``throttle_ms``: its later requests wait, as on a muted channel."""
+        if throttle_ms > 0:
+            await self._sleep(throttle_ms / 1000)
 
     async def _hold(self, identity: _HttpIdentity | None, throttle_ms: int) -> None:
         if throttle_ms <= 0:

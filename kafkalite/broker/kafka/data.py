@@ -107,6 +107,7 @@ async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
         protocol.ProduceRequest(request.acks, _milliseconds(request.timeout), partitions))
     throttle_ms = context.services.quotas.record_produce(context.principal, context.client_id, partitions)
     if request.acks == 0:
+        await context.services.quotas.mute(throttle_ms)  # no answer to carry it: hold the connection
         return NO_RESPONSE
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for result in results:

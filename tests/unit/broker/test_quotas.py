@@ -119,3 +119,10 @@ def test_http_answers_carry_the_throttle_time_header_and_the_agents_client_id() 
 
     assert asyncio.run(scenario()) == (None, "10000")  # 2000 B over 10 s: twice the bound
     assert slept == [10.0]
+
+
+def test_mute_holds_only_for_a_throttle() -> None:
+    broker, slept = quotas({})
+    asyncio.run(broker.mute(0))
+    asyncio.run(broker.mute(250))
+    assert slept == [0.25]

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.entity_configs import EntityConfigs, split_entity_path
+from kafkalite.broker.entity_configs import QUOTA_KEYS, EntityConfigs, split_entity_path
 from kafkalite.broker.kafka.context import ApiHandler, KafkaAnswer, KafkaRequestContext
 from kafkalite.errors import BrokerResponseError, InvalidRequestError, SecurityDisabledError
-from kafkalite.security.quota import DEFAULT_ENTITY, QUOTA_KEYS, parse_quota_value
+from kafkalite.security.quota import DEFAULT_ENTITY
 
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 USER, CLIENT_ID = "user", "client-id"
@@ -110,10 +110,9 @@ def _entity_of(entity: Any) -> tuple[str | None, str | None]:
     return names.get(USER), names.get(CLIENT_ID)
 
 
-def _text(key: str, value: float) -> str:
-    text = str(int(value)) if float(value).is_integer() else repr(float(value))
-    parse_quota_value(key, text)  # INVALID_CONFIG for a value the key cannot take
-    return text
+def _text(value: float) -> str:
+    """A quota value as the entity stores it (the cache refuses a value its key cannot take)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 async def alter_client_quotas(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
@@ -127,7 +126,7 @@ async def alter_client_quotas(context: KafkaRequestContext, request: Any) -> Kaf
             if unknown:
                 raise InvalidRequestError(f"unknown quota key(s) {', '.join(unknown)}")
             current = cache.entity_configs(user, client_id)
-            set_configs = {op.key: _text(op.key, op.value) for op in entry.ops if not op.remove}
+            set_configs = {op.key: _text(op.value) for op in entry.ops if not op.remove}
             delete = [op.key for op in entry.ops if op.remove and op.key in current]
             await cache.alter(user, client_id, set_configs, delete, validate_only=request.validate_only)
         except BrokerResponseError as exc:

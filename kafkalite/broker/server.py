@@ -63,6 +63,7 @@ from kafkalite.errors import (
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.sasl_config import check_broker_sasl
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
@@ -136,6 +137,7 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         log.info("starting broker %d", config.broker_id)
+        check_broker_sasl(config)  # a SASL setting that cannot be honoured stops the broker, named
         await asyncio.to_thread(self.log_manager.start)
         await self.zookeeper.start()
         await self.zookeeper.ensure_paths(znodes.PERSISTENT_PATHS)

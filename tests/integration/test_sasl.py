@@ -4,18 +4,26 @@ created with kafkalite-configs.sh and kept in ZooKeeper in Kafka's format."""
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from kafkalite.client import KafkaAdminClient
 from kafkalite.security import scram
-from tests.support.cluster import ROOT, BrokerCluster
+from tests.support import kafka_wire as wire
+from tests.support.cluster import ROOT, BrokerCluster, free_port
 
 pytestmark = pytest.mark.integration
 SCRIPTS = ROOT / "scripts"
+USER, PASSWORD = "carol", "carol-secret"
+TOPIC = "secured"
 
 
 class SaslBroker:
@@ -24,6 +32,11 @@ class SaslBroker:
         self.zookeeper_hosts = zookeeper_hosts
         self.chroot = chroot
         self.plain = cluster.bootstrap.split(",")[0]
+        self.sasl_port = 0
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
     def read_znode(self, path: str) -> bytes:
         client = KazooClient(hosts=self.zookeeper_hosts + self.chroot, timeout=10)
@@ -40,9 +53,25 @@ class SaslBroker:
 def broker(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[SaslBroker]:  # type: ignore[no-untyped-def]
     chroot = f"/sasl-{uuid.uuid4().hex[:8]}"
     cluster = BrokerCluster(tmp_path_factory.mktemp("sasl"), f"{zookeeper.connect_string}{chroot}", size=1)
+    sasl_port = free_port()
+    for broker_id, process in cluster.brokers.items():
+        cluster.per_broker_properties[broker_id] = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"}
     cluster.start()
     try:
-        yield SaslBroker(cluster, zookeeper.connect_string, chroot)
+        handle = SaslBroker(cluster, zookeeper.connect_string, chroot)
+        handle.sasl_port = sasl_port
+        admin = KafkaAdminClient(bootstrap_servers=handle.plain)
+        try:
+            admin.alter_entity_configs(USER, None, {
+                mechanism: scram.new_credential(mechanism, PASSWORD).to_text() for mechanism in scram.SCRAM_MECHANISMS})
+        finally:
+            admin.close()
+        cluster.create_topic(TOPIC, partitions=1, replication_factor=1)
+        yield handle
     finally:
         cluster.stop()
     assert cluster.error_lines() == []
@@ -92,3 +121,85 @@ def test_user_and_client_entities_with_defaults_and_notifications(broker: SaslBr
     bad = configs("--bootstrap-server", broker.plain, "--alter", "--entity-type", "users", "--entity-name",
                   "bob", "--add-config", "SCRAM-SHA-256=[iterations=10,password=x]")
     assert bad.returncode == 2 and "iterations" in bad.stderr
+
+
+def _exchange(connection: socket.socket, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
+    connection.sendall(wire.request_frame(api_key, version, correlation_id, body))
+    received = b""
+    while len(received) < 4 or len(received) < 4 + struct.unpack_from(">i", received)[0]:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return None  # closed by the broker
+        received += chunk
+    return wire.read_response(received, api_key, version)[1]
+
+
+def _closed(connection: socket.socket) -> bool:
+    connection.settimeout(10)
+    try:
+        return connection.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
+def test_confluent_kafka_produces_and_consumes_over_sasl(broker: SaslBroker, mechanism: str) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    security = {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": mechanism, "sasl.username": USER, "sasl.password": PASSWORD}
+    producer = confluent_kafka.Producer({**security, "acks": "all"})
+    values = [f"{mechanism}-{index}".encode() for index in range(3)]
+    for value in values:
+        producer.produce(TOPIC, value=value)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer({**security, "group.id": f"g-{mechanism}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([TOPIC])
+    received: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not set(values) <= set(received) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                received.append(message.value())
+    finally:
+        consumer.close()
+    assert set(values) <= set(received)
+
+
+@pytest.mark.parametrize(("mechanism", "user", "password"), [
+    ("SCRAM-SHA-512", USER, "wrong"), ("SCRAM-SHA-256", "nobody", PASSWORD), ("PLAIN", USER, "wrong"),
+    ("PLAIN", "nobody", "x")])
+def test_wrong_password_and_unknown_user_are_refused_and_nothing_is_served(
+        broker: SaslBroker, mechanism: str, user: str, password: str) -> None:
+    with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10) as connection:
+        handshake = _exchange(connection, 17, 1, wire.request(17, 1, {"mechanism": mechanism}))
+        assert handshake.error_code == 0 and mechanism in handshake.mechanisms
+        if mechanism == "PLAIN":
+            token = scram.plain_token(user, password)
+        else:
+            client = scram.ScramClient(mechanism, user, password)
+            first = _exchange(connection, 36, 2, wire.request(36, 2, {"auth_bytes": client.client_first()}), 2)
+            assert first.error_code == 0
+            token = client.client_final(first.auth_bytes)
+        answer = _exchange(connection, 36, 2, wire.request(36, 2, {"auth_bytes": token}), 3)
+        assert answer.error_code == 58 and answer.error_message
+        assert _closed(connection)
+
+
+def test_requests_before_authentication_close_the_connection(broker: SaslBroker) -> None:
+    with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10) as connection:
+        versions = _exchange(connection, 18, 3, wire.request(18, 3, {"client_software_name": "t",
+                                                                     "client_software_version": "1"}))
+        assert versions.error_code == 0
+        assert _exchange(connection, 3, 12, wire.metadata_request(12, None), 2) is None
+    with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10) as connection:
+        unsupported = _exchange(connection, 17, 1, wire.request(17, 1, {"mechanism": "GSSAPI"}))
+        assert unsupported.error_code == 33
+        assert set(unsupported.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        assert _closed(connection)
+    with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10) as connection:
+        assert _exchange(connection, 17, 1, wire.request(17, 1, {"mechanism": "PLAIN"})).error_code == 0
+        answer = _exchange(connection, 36, 2, wire.request(36, 2, {"auth_bytes": scram.plain_token(USER, PASSWORD)}))
+        assert answer.error_code == 0
+        metadata = _exchange(connection, 3, 12, wire.metadata_request(12, None), 3)
+        assert TOPIC in {topic.name for topic in metadata.topics}

@@ -203,3 +203,64 @@ def test_requests_before_authentication_close_the_connection(broker: SaslBroker)
         assert answer.error_code == 0
         metadata = _exchange(connection, 3, 12, wire.metadata_request(12, None), 3)
         assert TOPIC in {topic.name for topic in metadata.topics}
+
+
+def test_kafkalite_clients_authenticate_over_http_and_its_channel(broker: SaslBroker) -> None:
+    from kafkalite.client import KafkaConsumer, KafkaProducer, TopicPartition
+
+    security = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_plain_username": USER, "sasl_plain_password": PASSWORD}
+    producer = KafkaProducer(bootstrap_servers=broker.sasl_bootstrap, **security)
+    try:
+        metadata = producer.send(TOPIC, value=b"over-http").get(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.sasl_bootstrap, enable_auto_commit=False, **security)
+    try:
+        partition = TopicPartition(TOPIC, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, metadata.offset)
+        records = consumer.poll(timeout_ms=10_000, max_records=1)
+        assert [record.value for record in records.get(partition, [])] == [b"over-http"]
+    finally:
+        consumer.close()
+
+
+def test_http_without_or_with_wrong_credentials_is_refused_with_401(broker: SaslBroker) -> None:
+    import urllib.error
+    import urllib.request
+
+    from kafkalite.errors import SaslAuthenticationFailedError
+    from kafkalite.transport import basic_authorization
+
+    base = f"http://{broker.sasl_bootstrap}"
+    for authorization in (None, basic_authorization(USER, "wrong"), basic_authorization("nobody", PASSWORD),
+                          "Bearer token"):
+        request = urllib.request.Request(f"{base}/v1/metadata")
+        if authorization is not None:
+            request.add_header("Authorization", authorization)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 401
+        body = json.loads(refused.value.read())
+        assert body["error"] == "SASL_AUTHENTICATION_FAILED" and body["error_code"] == 58
+        assert "topics" not in body
+    with urllib.request.urlopen(f"{base}/health", timeout=10) as health:
+        assert health.status == 200
+    request = urllib.request.Request(f"{base}/v1/metadata")
+    request.add_header("Authorization", basic_authorization(USER, PASSWORD))
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        document = json.loads(answer.read())
+    assert TOPIC in {topic["name"] for topic in document["topics"]}
+    # the addresses of the listener asked: a client that came in on SASL stays on SASL
+    assert [broker["port"] for broker in document["brokers"]] == [broker.sasl_port]
+    from kafkalite.client import KafkaAdminClient as Admin
+
+    for options in ({}, {"security_protocol": "SASL_PLAINTEXT", "sasl_plain_username": USER,
+                         "sasl_plain_password": "wrong"}):
+        admin = Admin(bootstrap_servers=broker.sasl_bootstrap, request_timeout_ms=5000, **options)
+        try:
+            with pytest.raises(SaslAuthenticationFailedError):
+                admin.list_topics()
+        finally:
+            admin.close()

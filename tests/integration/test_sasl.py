@@ -34,6 +34,10 @@ class SaslBroker:
         self.plain = cluster.bootstrap.split(",")[0]
         self.sasl_port = 0
 
+    def sasl_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{properties['listeners'].rsplit(':', 1)[1]}"
+                for properties in self.cluster.per_broker_properties.values()]
+
     @property
     def sasl_bootstrap(self) -> str:
         return f"127.0.0.1:{self.sasl_port}"
@@ -49,28 +53,47 @@ class SaslBroker:
             client.close()
 
 
+ADMIN_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+              'password="admin-secret";')
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[SaslBroker]:  # type: ignore[no-untyped-def]
+    """Two brokers, each with a PLAINTEXT and a SASL_PLAINTEXT listener; they replicate over SASL
+    (SCRAM-SHA-512 as ``admin``, whose credential is written to ZooKeeper before they start, as
+    Kafka's documentation does it)."""
     chroot = f"/sasl-{uuid.uuid4().hex[:8]}"
-    cluster = BrokerCluster(tmp_path_factory.mktemp("sasl"), f"{zookeeper.connect_string}{chroot}", size=1)
-    sasl_port = free_port()
+    bootstrap_admin = KazooClient(hosts=zookeeper.connect_string, timeout=10)
+    bootstrap_admin.start(timeout=10)
+    try:
+        bootstrap_admin.create(f"{chroot}/config/users/admin", json.dumps({"version": 1, "config": {
+            "SCRAM-SHA-512": scram.new_credential("SCRAM-SHA-512", "admin-secret").to_text()}}).encode(),
+            makepath=True)
+    finally:
+        bootstrap_admin.stop()
+        bootstrap_admin.close()
+    cluster = BrokerCluster(tmp_path_factory.mktemp("sasl"), f"{zookeeper.connect_string}{chroot}", size=2)
+    sasl_ports = {broker_id: free_port() for broker_id in cluster.brokers}
     for broker_id, process in cluster.brokers.items():
         cluster.per_broker_properties[broker_id] = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[broker_id]}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"}
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": ADMIN_JAAS}
     cluster.start()
     try:
         handle = SaslBroker(cluster, zookeeper.connect_string, chroot)
-        handle.sasl_port = sasl_port
+        handle.sasl_port = sasl_ports[min(sasl_ports)]
         admin = KafkaAdminClient(bootstrap_servers=handle.plain)
         try:
             admin.alter_entity_configs(USER, None, {
                 mechanism: scram.new_credential(mechanism, PASSWORD).to_text() for mechanism in scram.SCRAM_MECHANISMS})
         finally:
             admin.close()
-        cluster.create_topic(TOPIC, partitions=1, replication_factor=1)
+        cluster.create_topic(TOPIC, partitions=1, replication_factor=2)
+        cluster.wait_in_sync(TOPIC, timeout=30)  # the follower fetches over SASL with the broker's credentials
         yield handle
     finally:
         cluster.stop()
@@ -253,7 +276,8 @@ def test_http_without_or_with_wrong_credentials_is_refused_with_401(broker: Sasl
         document = json.loads(answer.read())
     assert TOPIC in {topic["name"] for topic in document["topics"]}
     # the addresses of the listener asked: a client that came in on SASL stays on SASL
-    assert [broker["port"] for broker in document["brokers"]] == [broker.sasl_port]
+    assert sorted(item["port"] for item in document["brokers"]) == sorted(
+        int(line.split(":")[-1]) for line in broker.sasl_addresses())
     from kafkalite.client import KafkaAdminClient as Admin
 
     for options in ({}, {"security_protocol": "SASL_PLAINTEXT", "sasl_plain_username": USER,
@@ -264,3 +288,23 @@ def test_http_without_or_with_wrong_credentials_is_refused_with_401(broker: Sasl
                 admin.list_topics()
         finally:
             admin.close()
+
+
+def test_kafka_python_scram_producer_and_consumer(broker: SaslBroker) -> None:
+    kafka = pytest.importorskip("kafka")
+    security = {"bootstrap_servers": broker.sasl_bootstrap, "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": USER, "sasl_plain_password": PASSWORD}
+    producer = kafka.KafkaProducer(acks="all", **security)
+    try:
+        metadata = producer.send(TOPIC, value=b"kafka-python").get(timeout=30)
+    finally:
+        producer.close()
+    consumer = kafka.KafkaConsumer(enable_auto_commit=False, **security)
+    try:
+        partition = kafka.TopicPartition(TOPIC, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, metadata.offset)
+        records = consumer.poll(timeout_ms=10_000, max_records=1)
+        assert [record.value for record in records.get(partition, [])] == [b"kafka-python"]
+    finally:
+        consumer.close()

@@ -308,3 +308,32 @@ def test_kafka_python_scram_producer_and_consumer(broker: SaslBroker) -> None:
         assert [record.value for record in records.get(partition, [])] == [b"kafka-python"]
     finally:
         consumer.close()
+
+
+def test_confluent_admin_manages_scram_credentials_over_the_kafka_protocol(broker: SaslBroker) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka import admin as confluent_admin
+
+    security = {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD}
+    client = confluent_admin.AdminClient(security)
+    upsert = confluent_admin.UserScramCredentialUpsertion(
+        "dave", confluent_admin.ScramCredentialInfo(confluent_admin.ScramMechanism.SCRAM_SHA_256, 8192), b"dave-pw")
+    client.alter_user_scram_credentials([upsert])["dave"].result(timeout=30)
+    described = client.describe_user_scram_credentials(["dave", "nobody"])
+    infos = described["dave"].result(timeout=30).scram_credential_infos
+    assert [(info.mechanism, info.iterations) for info in infos] == [
+        (confluent_admin.ScramMechanism.SCRAM_SHA_256, 8192)]
+    with pytest.raises(confluent_kafka.KafkaException, match=r"RESOURCE_NOT_FOUND|does not exist"):
+        described["nobody"].result(timeout=30)
+    document = json.loads(broker.read_znode("/config/users/dave"))
+    assert set(document["config"]) == {"SCRAM-SHA-256"} and b"dave-pw" not in broker.read_znode("/config/users/dave")
+    # the credential the client derived authenticates its user
+    producer = confluent_kafka.Producer({**security, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "dave",
+                                         "sasl.password": "dave-pw"})
+    producer.produce(TOPIC, value=b"from-dave")
+    assert producer.flush(30) == 0
+    deletion = confluent_admin.UserScramCredentialDeletion("dave", confluent_admin.ScramMechanism.SCRAM_SHA_256)
+    client.alter_user_scram_credentials([deletion])["dave"].result(timeout=30)
+    with pytest.raises(confluent_kafka.KafkaException):
+        client.alter_user_scram_credentials([deletion])["dave"].result(timeout=30)

@@ -337,3 +337,18 @@ def test_confluent_admin_manages_scram_credentials_over_the_kafka_protocol(broke
     client.alter_user_scram_credentials([deletion])["dave"].result(timeout=30)
     with pytest.raises(confluent_kafka.KafkaException):
         client.alter_user_scram_credentials([deletion])["dave"].result(timeout=30)
+
+
+def test_a_kafkalite_producer_with_a_wrong_password_fails_with_the_named_error(broker: SaslBroker) -> None:
+    from kafkalite.client import KafkaProducer
+    from kafkalite.errors import SaslAuthenticationFailedError
+
+    started = time.monotonic()
+    with pytest.raises(SaslAuthenticationFailedError):
+        producer = KafkaProducer(bootstrap_servers=broker.sasl_bootstrap, security_protocol="SASL_PLAINTEXT",
+                                 sasl_plain_username=USER, sasl_plain_password="wrong", max_block_ms=20_000)
+        try:
+            producer.send(TOPIC, value=b"never").get(timeout=20)
+        finally:
+            producer.close()
+    assert time.monotonic() - started < 10  # refused at once, not retried until max_block_ms

@@ -12,6 +12,7 @@ Thread-safety: immutable values, safe from any thread.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,6 +325,16 @@ _LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.
                                                      "log.roll.hours", "log.dirs", "log.dir"}
 
 
+#: The security protocols a listener may use (``listener.security.protocol.map``); any other
+#: stops the broker at start (no silent plaintext). SASL_SSL needs the TLS listeners.
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+
+#: Kafka's SASL settings of a broker (checked by kafkalite.security.sasl_config at start).
+_SASL_PROPERTY = re.compile(
+    r"^(listener\.name\.[a-z0-9_-]+\.)?(sasl\.enabled\.mechanisms|sasl\.jaas\.config|"
+    r"(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config)$|"
+    r"^sasl\.mechanism\.inter\.broker\.protocol$")
+
 #: Kafka's default ``listener.security.protocol.map``.
 DEFAULT_SECURITY_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
                               "SASL_SSL": "SASL_SSL"}
@@ -363,6 +374,10 @@ class BrokerConfig:
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
     inter_broker_listener_name: str | None = None
+    #: The SASL settings, as given: ``sasl.enabled.mechanisms``, ``sasl.mechanism.inter.broker.protocol``,
+    #: ``sasl.jaas.config`` and their ``listener.name.<listener>.`` forms (see
+    #: :func:`kafkalite.security.sasl_config.sasl_settings`).
+    sasl_properties: tuple[tuple[str, str], ...] = ()
     log_dirs: tuple[str, ...] = ("/tmp/kafkalite-logs",)
     zookeeper_connect: str = "127.0.0.1:2181/kafkalite"
     zookeeper_session_timeout_ms: int = 18_000
@@ -452,6 +467,11 @@ class BrokerConfig:
             changes["log_dirs"] = parts
         if changes.get("broker_rack") == "":
             changes["broker_rack"] = None
+        # SASL (kafkalite.security.sasl_config reads and checks them, see BrokerConfig.sasl_properties)
+        sasl = sorted((name, raw) for name, raw in properties.items() if _SASL_PROPERTY.match(name))
+        if sasl:
+            changes["sasl_properties"] = tuple(sasl)
+            unknown = [name for name in unknown if not _SASL_PROPERTY.match(name)]
         try:
             changes["log"] = LogConfig.from_broker_properties(properties)
         except ConfigError as exc:
@@ -505,9 +525,25 @@ class BrokerConfig:
         return tuple(listeners)
 
     def listener_list(self) -> tuple[Listener, ...]:
-        """The listeners to bind (``listeners``), each with a PLAINTEXT security protocol in
-        ``listener.security.protocol.map`` (Kafka's default map when unset)."""
+        """The listeners to bind (``listeners``), each with a supported security protocol
+        (:data:`SUPPORTED_SECURITY_PROTOCOLS`) in ``listener.security.protocol.map`` (Kafka's
+        default map when unset)."""
         listeners = self._parse_listeners(self.listeners, "listeners")
+        protocols = self.security_protocol_map()
+        for listener in listeners:
+            security = protocols.get(listener.name)
+            if security is None:
+                raise ConfigError(f"listener {listener.name} has no security protocol in "
+                                  "listener.security.protocol.map")
+            if security not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"listener {listener.name} uses {security}: only "
+                                  f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))} listeners are supported "
+                                  "(listener.security.protocol.map)")
+        return listeners
+
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as listener name → security protocol (Kafka's
+        default map when unset)."""
         protocols = dict(DEFAULT_SECURITY_PROTOCOLS)
         if self.listener_security_protocol_map:
             protocols = {}
@@ -517,14 +553,11 @@ class BrokerConfig:
                     raise ConfigError("listener.security.protocol.map must look like NAME:PROTOCOL[,NAME:PROTOCOL], "
                                       f"got {self.listener_security_protocol_map!r}")
                 protocols[name.strip().upper()] = protocol.strip().upper()
-        for listener in listeners:
-            security = protocols.get(listener.name)
-            if security is None:
-                raise ConfigError(f"listener {listener.name} has no security protocol in "
-                                  "listener.security.protocol.map")
-            if security != "PLAINTEXT":
-                raise ConfigError(f"listener {listener.name} uses {security}: only PLAINTEXT listeners are supported")
-        return listeners
+        return protocols
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of listener ``listener_name`` (PLAINTEXT, SSL, ...)."""
+        return self.security_protocol_map().get(listener_name.upper(), "PLAINTEXT")
 
     def advertised_listener_list(self) -> tuple[Listener, ...]:
         """What clients are told, per listener: the ``advertised.listeners`` entry of the same
@@ -578,3 +611,7 @@ class BrokerConfig:
         listener's advertised address."""
         listener = self.inter_broker_listener()
         return listener.host, listener.port
+
+    def is_sasl_listener(self, listener_name: str) -> bool:
+        """Whether listener ``listener_name`` authenticates with SASL (SASL_PLAINTEXT or SASL_SSL)."""
+        return self.security_protocol(listener_name).startswith("SASL_")

@@ -40,7 +40,7 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import console, entity_config_http, http_codec as codec, txn_http
+from kafkalite.broker import console, entity_config_http, http_auth, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
@@ -298,6 +298,9 @@ def build_app(services: BrokerServices) -> web.Application:
     config = services.config
     app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
                           client_max_size=config.socket_request_max_bytes)
+    authentication = http_auth.basic_auth_middleware(services, PRINCIPAL_KEY)  # SASL listeners: HTTP Basic
+    if authentication is not None:
+        app.middlewares.append(authentication)
     app.middlewares.append(services.quotas.http_middleware(request_principal))  # client quotas
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     api = BrokerApi(services)
@@ -331,8 +334,8 @@ def build_app(services: BrokerServices) -> web.Application:
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
         web.get(protocol.OPENAPI, api.openapi),
         # The group protocol: a named error other than INVALID_REQUEST is a 200 answer carrying it.
-        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: txn_http.find_coordinator(
-            services, codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
+        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: http_auth.find_coordinator(
+            services, request, codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
         web.post(protocol.JOIN_GROUP, _group_call(lambda body, request: groups.join_group(
             codec.decode_join_group(body, request.remote or "")), codec.encode_join_group)),
         web.post(protocol.SYNC_GROUP, _group_call(lambda body, request: groups.sync_group(
@@ -433,6 +436,7 @@ class BrokerApi:
             topics = protocol.require_list_of(body, "topics", str, None)
             allow = protocol.require(body, "allow_auto_topic_creation", bool, False)
         result = await self.services.metadata.cluster_metadata(topics, allow)
+        result = http_auth.metadata_for_listener(self.services, request, result)  # the listener's addresses
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:

@@ -64,6 +64,7 @@ from kafkalite.errors import (
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.sasl_config import check_broker_sasl, inter_broker_sasl
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
@@ -98,6 +99,7 @@ class Broker:
                                      events=self.stats.events)
         self.admin = AdminService(config, self.zookeeper, self.metadata, clock)
         self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin")
+        self._authenticate_inter_broker_calls()
         self.broker_epoch = -1
         self._listener: BrokerListener | None = None
         self._jobs: list[asyncio.Task[None]] = []
@@ -135,10 +137,22 @@ class Broker:
             entity_configs=self.entity_configs,
             quotas=BrokerQuotas.following(config, self.entity_configs))
 
+    def _authenticate_inter_broker_calls(self) -> None:
+        """On a SASL inter-broker listener, the broker's own calls (forwarding, controlled shutdown,
+        follower fetches) carry its JAAS credentials (a bad setting is reported by :meth:`start`)."""
+        try:
+            found = inter_broker_sasl(self.config)
+        except ConfigError:
+            return
+        if found is not None:
+            for transport in (self.transport, self.replica_manager.fetchers.transport):
+                transport.set_credentials(found[1].username, found[1].password)
+
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         config = self.config
         log.info("starting broker %d", config.broker_id)
+        check_broker_sasl(config)  # a SASL setting that cannot be honoured stops the broker, named
         await asyncio.to_thread(self.log_manager.start)
         await self.zookeeper.start()
         await self.zookeeper.ensure_paths(znodes.PERSISTENT_PATHS)

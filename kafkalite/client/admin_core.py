@@ -26,6 +26,7 @@ from kafkalite.client.fetcher import list_offsets
 from kafkalite.client.group_assignment import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from kafkalite.client.metadata import MetadataManager, parse_bootstrap
 from kafkalite.client.options import check_common_options
+from kafkalite.client.sasl_options import take_sasl_options
 from kafkalite.client.types import (
     ConfigResource,
     ConfigResourceType,
@@ -106,12 +107,15 @@ class AdminCore:
 
     def __init__(self, options: dict[str, Any]) -> None:
         options = dict(options)
+        sasl_credentials = take_sasl_options(options)
         check_common_options(options, _KNOWN)
         self.bootstrap = parse_bootstrap(options.get("bootstrap_servers", "localhost:9092"))
         self.request_timeout_ms = int(options.get("request_timeout_ms", 30_000))
         self.retry_backoff_ms = int(options.get("retry_backoff_ms", 100))
         self.transport = AsyncTransport(request_timeout_ms=self.request_timeout_ms,
                                         client_id=str(options.get("client_id") or "kafkalite-admin"))
+        if sasl_credentials is not None:
+            self.transport.set_credentials(*sasl_credentials)
         self.metadata = MetadataManager(self.transport, self.bootstrap, request_timeout_ms=self.request_timeout_ms,
                                         retry_backoff_ms=self.retry_backoff_ms, allow_auto_create_topics=False)
 

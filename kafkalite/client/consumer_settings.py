@@ -24,6 +24,7 @@ from kafkalite.client.assignors import Assignor
 from kafkalite.client.group_assignment import resolve_assignors
 from kafkalite.client.metadata import parse_bootstrap
 from kafkalite.client.options import check_common_options
+from kafkalite.client.sasl_options import take_sasl_options
 from kafkalite.client.types import OffsetAndMetadata, TopicPartition
 from kafkalite.errors import ConfigError
 
@@ -63,6 +64,8 @@ class ConsumerSettings:
     auto_commit_interval_ms: int = 5000
     assignors: list[Assignor] = field(default_factory=lambda: resolve_assignors(None))
     group_instance_id: str | None = None
+    #: (user, password) sent as HTTP Basic (``security_protocol='SASL_PLAINTEXT'``), None without SASL
+    sasl_credentials: tuple[str, str] | None = None
     default_offset_commit_callback: Callable[[Any, Any], Any] | None = None
 
     KNOWN: ClassVar[set[str]] = {
@@ -78,6 +81,7 @@ class ConsumerSettings:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> ConsumerSettings:
         options = dict(options)
+        sasl_credentials = take_sasl_options(options)
         check_common_options(options, cls.KNOWN)
         reset = str(options.get("auto_offset_reset", "latest")).lower()
         reset = {"smallest": "earliest", "largest": "latest"}.get(reset, reset)
@@ -126,6 +130,7 @@ class ConsumerSettings:
         callback = settings.default_offset_commit_callback
         if callback is not None and not callable(callback):
             raise ConfigError("default_offset_commit_callback must be callable")
+        settings.sasl_credentials = sasl_credentials
         return settings
 
 

@@ -139,24 +139,18 @@ def broker_config_path(broker_id: int | None) -> str:
 
 
 def config_entity_path(entity_type: str, entity_name: str) -> str:
-    """``/config/<type>/<name>`` for ``topics``, ``brokers``, ``users`` or ``clients`` (validated;
-    user and client names as Kafka sanitizes them, see :func:`sanitize_entity_name`)."""
+    """``/config/<type>/<name>`` of topics, brokers, users or clients (validated; names sanitized as Kafka)."""
     return f"{CONFIG_PATH}/{_validate_entity(entity_type, entity_name)}"
 
 
 def validate_entity_path(entity_path: str) -> str:
     """Check a config entity path relative to ``/config``: ``topics/<t>``, ``brokers/<id>``,
     ``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>`` (names sanitized); returned as is."""
-    if not isinstance(entity_path, str):
-        raise ValueError(f"entity_path must be a string, got {entity_path!r}")
-    parts = entity_path.split("/")
-    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
-        _validate_entity("users", parts[1])
-        _validate_entity("clients", parts[3])
-        return entity_path
-    if len(parts) != 2:
+    parts = entity_path.split("/") if isinstance(entity_path, str) else []
+    if len(parts) not in (2, 4) or (len(parts) == 4 and parts[0::2] != ["users", "clients"]):
         raise ValueError(f"entity_path must be '<type>/<name>' or 'users/<u>/clients/<c>', got {entity_path!r}")
-    _validate_entity(parts[0], parts[1])
+    for entity_type, entity_name in zip(parts[0::2], parts[1::2], strict=True):
+        _validate_entity(entity_type, entity_name)
     return entity_path
 
 
@@ -498,7 +492,6 @@ class ConfigChangeNotification(ZNodePayload):
 
     @property
     def entity_name(self) -> str:
-        """The (first) entity's name; for ``users/<u>/clients/<c>`` the user."""
         return self.entity_path.split("/")[1]
 
     @property

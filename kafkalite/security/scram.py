@@ -43,6 +43,8 @@ MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 4096
 _SALT_BYTES = 24
+#: Keys the made-up salt of an unknown user, so asking twice shows the same salt (as for a real user).
+_UNKNOWN_USER_KEY = os.urandom(32)
 
 
 def _hash_name(mechanism: str) -> str:
@@ -245,8 +247,9 @@ class ScramServer:
         if self._state != "server-first":
             raise IllegalSaslStateError("SCRAM server-first message out of order")
         self._known = credential is not None
-        if credential is None:  # same shape of answer as for a known user
-            credential = ScramCredential(os.urandom(_SALT_BYTES), os.urandom(32), os.urandom(32), DEFAULT_ITERATIONS)
+        if credential is None:  # same shape of answer as for a known user, the same salt every time
+            salt = hmac.new(_UNKNOWN_USER_KEY, (self.user or "").encode("utf-8"), "sha256").digest()[:_SALT_BYTES]
+            credential = ScramCredential(salt, os.urandom(32), os.urandom(32), DEFAULT_ITERATIONS)
         self._credential = credential
         self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = "client-final"

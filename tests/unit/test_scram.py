@@ -101,3 +101,12 @@ def test_plain_parsing_and_verification_against_scram() -> None:
     assert scram.find_user_credential(credentials, "pw") == "SCRAM-SHA-256"
     assert scram.find_user_credential(credentials, "nope") is None
     assert scram.find_user_credential({}, "pw") is None
+
+
+def test_an_unknown_user_gets_the_same_made_up_salt_each_time() -> None:
+    answers = []
+    for _ in range(2):
+        server = scram.ScramServer("SCRAM-SHA-256")
+        server.receive_client_first(b"n,,n=ghost,r=abc")
+        answers.append(server.server_first(None).split(b",")[1])
+    assert answers[0] == answers[1] and answers[0].startswith(b"s=")

@@ -1,5 +1,5 @@
 """The data-plane and cluster APIs over the Kafka protocol: Metadata, Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch, InitProducerId, DescribeCluster and SaslHandshake. Fetch and ListOffsets
+OffsetForLeaderEpoch, InitProducerId and DescribeCluster (SASL: kafka/sasl.py). Fetch and ListOffsets
 honour ``isolation_level``: read_committed reads below the last stable offset and gets the
 aborted transactions of the records it receives.
 
@@ -27,10 +27,9 @@ from kafkalite.errors import InvalidRequestError, UnsupportedVersionError
 #: Kafka's error codes that kafkalite's error tree does not name (yet).
 UNKNOWN_TOPIC_ID = 100
 FETCH_SESSION_ID_NOT_FOUND = 70
-UNSUPPORTED_SASL_MECHANISM = 33
 
 METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 3, 0, 1, 2, 23
-INIT_PRODUCER_ID, DESCRIBE_CLUSTER, SASL_HANDSHAKE = 22, 60, 17
+INIT_PRODUCER_ID, DESCRIBE_CLUSTER = 22, 60
 
 
 def _milliseconds(value: Any) -> int:
@@ -213,7 +212,7 @@ def _group_by_topic(items: Iterable[tuple[str, dict[str, Any]]], name_field: str
     return [{name_field: topic, "partitions": partitions} for topic, partitions in topics.items()]
 
 
-# -- InitProducerId, DescribeCluster, SaslHandshake ----------------------------------------------
+# -- InitProducerId, DescribeCluster ----------------------------------------------
 async def init_producer_id(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     """A producer id for an idempotent producer; transactional ids come with transactions."""
     if request.transactional_id is not None:
@@ -234,17 +233,11 @@ async def describe_cluster(context: KafkaRequestContext, request: Any) -> KafkaA
             "cluster_authorized_operations": -2147483648}
 
 
-async def sasl_handshake(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
-    """No SASL mechanism is enabled (the listener is PLAINTEXT)."""
-    return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
-
-
 HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(PRODUCE, 3, 11, produce),
     ApiHandler(FETCH, 4, 13, fetch),
     ApiHandler(LIST_OFFSETS, 1, 7, list_offsets),
     ApiHandler(METADATA, 0, 12, metadata),
-    ApiHandler(SASL_HANDSHAKE, 0, 1, sasl_handshake),
     ApiHandler(OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
     ApiHandler(DESCRIBE_CLUSTER, 0, 1, describe_cluster),
 )

@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,7 +28,7 @@ from kazoo.exceptions import NoAuthError
 
 from kafkalite.client import KafkaConsumer, KafkaProducer
 from tests.support import kafka_wire
-from tests.support.cluster import ROOT, BrokerCluster, running_cluster
+from tests.support.cluster import ROOT, BrokerCluster, free_port
 
 pytestmark = pytest.mark.integration
 SCRIPTS = ROOT / "scripts"
@@ -40,10 +41,19 @@ BROKER_DIGEST = "kafkalite-broker:broker-secret"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterator[BrokerCluster]:
-    with running_cluster(tmp_path_factory, zookeeper, "quotas", size=1,
-                         extra_properties={"quota.window.num": "2", "quota.window.size.seconds": "1",
-                                           "zookeeper.set.acl": "true",
-                                           "zookeeper.digest.auth": BROKER_DIGEST}) as brokers:
+    """One broker with a PLAINTEXT and a SASL_PLAINTEXT listener (SCRAM-SHA-256 users)."""
+    chroot = f"/quotas-{uuid.uuid4().hex[:8]}"
+    brokers = BrokerCluster(tmp_path_factory.mktemp("quotas"), zookeeper.connect_string + chroot, size=1,
+                            extra_properties={"quota.window.num": "2", "quota.window.size.seconds": "1",
+                                              "zookeeper.set.acl": "true", "zookeeper.digest.auth": BROKER_DIGEST})
+    sasl_port = free_port()
+    brokers.per_broker_properties[1] = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{brokers.brokers[1].port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}
+    brokers.start()
+    brokers.sasl_bootstrap = f"127.0.0.1:{sasl_port}"  # type: ignore[attr-defined]
+    try:
         configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "throttled",
                 "--add-config", f"producer_byte_rate={QUOTA}")
         configs(brokers, "--alter", "--entity-type", "clients", "--entity-name", "ck-throttled",
@@ -55,6 +65,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterato
             assert time.monotonic() < deadline, "the broker never saw the quotas"
             time.sleep(0.1)
         yield brokers
+    finally:
+        brokers.stop()
+    assert brokers.error_lines() == []
 
 
 def configs(cluster: BrokerCluster, *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -221,3 +234,31 @@ def test_client_quotas_are_described_and_altered_over_the_kafka_protocol(cluster
         ([("client-id", "throttled")], [("producer_byte_rate", float(QUOTA))])]
     assert "consumer_byte_rate=4096" in configs(cluster, "--describe", "--entity-type", "clients",
                                                 "--entity-name", "wire-client").stdout
+
+
+def test_a_user_quota_follows_the_authenticated_principal_not_the_client_id(cluster: BrokerCluster) -> None:
+    """``/config/users/quota-user`` throttles that SASL user; the same client id on the
+    PLAINTEXT listener (User:ANONYMOUS) is not throttled."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    configs(cluster, "--alter", "--entity-type", "users", "--entity-name", "quota-user",
+            "--add-config", "SCRAM-SHA-256=[password=quota-pw],producer_byte_rate=4096")
+
+    def largest_throttle(options: dict[str, Any]) -> int:
+        throttles: list[int] = []
+
+        def statistics(text: str) -> None:
+            for broker in json.loads(text).get("brokers", {}).values():
+                throttles.append(int(broker.get("throttle", {}).get("max", 0)))
+
+        producer = confluent_kafka.Producer({**options, "client.id": "shared-app", "acks": 1, "linger.ms": 0,
+                                             "statistics.interval.ms": 200, "stats_cb": statistics})
+        for _ in range(2):
+            producer.produce(TOPIC, VALUE)
+            assert producer.flush(30) == 0
+        producer.poll(0.5)
+        return max(throttles, default=0)
+
+    sasl = {"bootstrap.servers": cluster.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",  # type: ignore[attr-defined]
+            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "quota-user", "sasl.password": "quota-pw"}
+    assert largest_throttle(sasl) > 0
+    assert largest_throttle({"bootstrap.servers": cluster.bootstrap}) == 0

@@ -315,6 +315,11 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     "log.format": _Setting("log_format", parse_log_format),
     # TLS (kafkalite.security.tls reads the ssl.* settings themselves, see BrokerConfig.ssl_properties)
     "security.inter.broker.protocol": _Setting("security_inter_broker_protocol", str),
+    # Client quotas and ZooKeeper's own security.
+    "quota.window.num": _Setting("quota_window_num", parse_int, 2),
+    "quota.window.size.seconds": _Setting("quota_window_size_seconds", parse_int, 1),
+    "zookeeper.set.acl": _Setting("zookeeper_set_acl", parse_bool),
+    "zookeeper.digest.auth": _Setting("zookeeper_digest_auth", str),
 }
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
@@ -324,9 +329,15 @@ _LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.
 
 #: The security protocols a listener may use (``listener.security.protocol.map``); any other
 #: stops the broker at start (no silent plaintext).
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 #: Kafka's TLS settings of a broker: ``ssl.<name>``, or ``listener.name.<listener>.ssl.<name>`` for one listener.
 _SSL_PROPERTY = re.compile(r"^(listener\.name\.[a-z0-9_.-]+\.)?ssl\.[a-z.]+$")
+
+#: Kafka's SASL settings of a broker (checked by kafkalite.security.sasl_config at start).
+_SASL_PROPERTY = re.compile(
+    r"^(listener\.name\.[a-z0-9_-]+\.)?(sasl\.enabled\.mechanisms|sasl\.jaas\.config|"
+    r"(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config)$|"
+    r"^sasl\.mechanism\.inter\.broker\.protocol$")
 
 #: Kafka's default ``listener.security.protocol.map``.
 DEFAULT_SECURITY_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
@@ -367,6 +378,10 @@ class BrokerConfig:
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
     inter_broker_listener_name: str | None = None
+    #: The SASL settings, as given: ``sasl.enabled.mechanisms``, ``sasl.mechanism.inter.broker.protocol``,
+    #: ``sasl.jaas.config`` and their ``listener.name.<listener>.`` forms (see
+    #: :func:`kafkalite.security.sasl_config.sasl_settings`).
+    sasl_properties: tuple[tuple[str, str], ...] = ()
     log_dirs: tuple[str, ...] = ("/tmp/kafkalite-logs",)
     zookeeper_connect: str = "127.0.0.1:2181/kafkalite"
     zookeeper_session_timeout_ms: int = 18_000
@@ -416,6 +431,17 @@ class BrokerConfig:
     #: ``http://host:port``: also serve the schema registry at the root of this address (it is
     #: always served under ``/registry`` on the broker's listener).
     schema_registry_listeners: str | None = None
+    #: Client quotas: rates are measured over ``quota.window.num`` windows of
+    #: ``quota.window.size.seconds`` (Kafka's defaults 11 × 1 s).
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    #: ``zookeeper.set.acl=true``: znodes the broker creates get Kafka's secure ACLs (all rights
+    #: for the authenticated creator, read for anyone except under /config/users and
+    #: /config/brokers); it needs ``zookeeper.digest.auth``.
+    zookeeper_set_acl: bool = False
+    #: ``user:password``: the broker's ZooKeeper session authenticates with the digest scheme
+    #: (what Kafka's JAAS ``Client`` section with ``DigestLoginModule`` does).
+    zookeeper_digest_auth: str | None = None
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
     #: ``security.inter.broker.protocol``: the listener of that name is the inter-broker one
@@ -455,6 +481,11 @@ class BrokerConfig:
             changes["log_dirs"] = parts
         if changes.get("broker_rack") == "":
             changes["broker_rack"] = None
+        # SASL (kafkalite.security.sasl_config reads and checks them, see BrokerConfig.sasl_properties)
+        sasl = sorted((name, raw) for name, raw in properties.items() if _SASL_PROPERTY.match(name))
+        if sasl:
+            changes["sasl_properties"] = tuple(sasl)
+            unknown = [name for name in unknown if not _SASL_PROPERTY.match(name)]
         try:
             changes["log"] = LogConfig.from_broker_properties(properties)
         except ConfigError as exc:
@@ -463,7 +494,23 @@ class BrokerConfig:
         config.advertised_listener_list()  # validates the listener settings
         config.inter_broker_listener()
         config.schema_registry_address()
+        config.zookeeper_auth_data()
         return config
+
+    def zookeeper_auth_data(self) -> list[tuple[str, str]]:
+        """The authentication the broker's ZooKeeper session sends (``[("digest", "user:pass")]``
+        or none); ConfigError for a malformed ``zookeeper.digest.auth`` or for
+        ``zookeeper.set.acl=true`` without it (an unauthenticated creator could not write its own
+        znodes)."""
+        digest = self.zookeeper_digest_auth
+        if digest is not None:
+            user, colon, password = digest.partition(":")
+            if not colon or not user or not password:
+                raise ConfigError("zookeeper.digest.auth must be user:password")
+        if self.zookeeper_set_acl and digest is None:
+            raise ConfigError("zookeeper.set.acl=true needs an authenticated ZooKeeper session: "
+                              "set zookeeper.digest.auth=user:password")
+        return [("digest", digest)] if digest is not None else []
 
     @classmethod
     def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
@@ -587,3 +634,7 @@ class BrokerConfig:
         listener's advertised address."""
         listener = self.inter_broker_listener()
         return listener.host, listener.port
+
+    def is_sasl_listener(self, listener_name: str) -> bool:
+        """Whether listener ``listener_name`` authenticates with SASL (SASL_PLAINTEXT or SASL_SSL)."""
+        return self.security_protocol(listener_name).startswith("SASL_")

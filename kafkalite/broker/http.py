@@ -41,7 +41,7 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import console, http_codec as codec, txn_http
+from kafkalite.broker import console, entity_config_http, http_auth, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
@@ -365,6 +365,10 @@ def build_app(services: BrokerServices) -> web.Application:
                           client_max_size=config.socket_request_max_bytes)
     if _uses_tls(config):
         app.middlewares.insert(0, certificate_principal_middleware)  # SASL, when it runs later, wins
+    authentication = http_auth.basic_auth_middleware(services, PRINCIPAL_KEY)  # SASL listeners: HTTP Basic
+    if authentication is not None:
+        app.middlewares.append(authentication)
+    app.middlewares.append(services.quotas.http_middleware(request_principal))  # client quotas
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     app[LISTENER_PORTS_KEY] = {}
     api = BrokerApi(services)
@@ -420,6 +424,7 @@ def build_app(services: BrokerServices) -> web.Application:
             codec.decode_group_ids(body)), codec.encode_delete_groups)),
     ]
     routes += txn_http.routes(services)
+    routes += entity_config_http.routes(services)
     app.add_routes(routes)
     app.add_routes(console.routes(services, _json_response))
     if services.registry is not None:
@@ -515,12 +520,15 @@ class BrokerApi:
     async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
         results = await self.services.replicas.produce(produce_request)
+        await self.services.quotas.hold_http_produce(produce_request)
         if produce_request.acks == 0:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
     async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
-        results = await self.services.replicas.fetch(protocol.decode_fetch_request(body))
+        fetch_request = protocol.decode_fetch_request(body)
+        results = await self.services.replicas.fetch(fetch_request)
+        results = await self.services.quotas.hold_http_fetch(fetch_request, results)
         return 200, protocol.encode_fetch_response(results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------

@@ -29,12 +29,14 @@ from typing import Any
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.group_offsets import ReplicaOffsetLog
 from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.schema_topic import BrokerSchemaTopic
 from kafkalite.broker.services import (
@@ -63,6 +65,7 @@ from kafkalite.errors import (
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.sasl_config import check_broker_sasl, inter_broker_sasl
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
@@ -87,7 +90,8 @@ class Broker:
                                       topic_configs=self._topic_configs, clock=clock)
         self.zookeeper: Coordinator = coordinator if coordinator is not None else ZooKeeperClient(
             config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000,
-            connect_timeout=config.zookeeper_connection_timeout_ms / 1000)
+            connect_timeout=config.zookeeper_connection_timeout_ms / 1000,
+            auth_data=config.zookeeper_auth_data(), secure_acls=config.zookeeper_set_acl)
         self.metadata = MetadataCache(self.zookeeper, config.broker_id)
         self.stats = BrokerStats()
         self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock,
@@ -100,6 +104,7 @@ class Broker:
         self._listener_contexts = listener_contexts(config)
         self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin",
                                         ssl_context=inter_broker_context(config))
+        self._authenticate_inter_broker_calls()
         self.broker_epoch = -1
         self._listener: BrokerListener | None = None
         self._jobs: list[asyncio.Task[None]] = []
@@ -126,18 +131,33 @@ class Broker:
         self.schema_store = SchemaStore(BrokerSchemaTopic(config, metadata_service, records, admin_requests),
                                         config.request_timeout_ms)
         self._registry_listener: HttpListener | None = None
+        self.entity_configs = EntityConfigs(self.zookeeper)
         self.services = BrokerServices(
             config=config, metadata=metadata_service, replicas=replicas, records=records,
             controller=controller_service, admin=admin_requests, groups=self.group_coordinator,
             producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
             registry=self.schema_store, stats=self.stats,
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
-                                     self.transport))
+                                     self.transport),
+            entity_configs=self.entity_configs,
+            quotas=BrokerQuotas.following(config, self.entity_configs))
+
+    def _authenticate_inter_broker_calls(self) -> None:
+        """On a SASL inter-broker listener, the broker's own calls (forwarding, controlled shutdown,
+        follower fetches) carry its JAAS credentials (a bad setting is reported by :meth:`start`)."""
+        try:
+            found = inter_broker_sasl(self.config)
+        except ConfigError:
+            return
+        if found is not None:
+            for transport in (self.transport, self.replica_manager.fetchers.transport):
+                transport.set_credentials(found[1].username, found[1].password)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         config = self.config
         log.info("starting broker %d", config.broker_id)
+        check_broker_sasl(config)  # a SASL setting that cannot be honoured stops the broker, named
         await asyncio.to_thread(self.log_manager.start)
         await self.zookeeper.start()
         await self.zookeeper.ensure_paths(znodes.PERSISTENT_PATHS)
@@ -147,6 +167,7 @@ class Broker:
         # session may still hold the registration (and so the leadership) for a while.
         self.replica_manager.fenced_reason = "the broker is not registered yet"
         await self.metadata.start()
+        await self.entity_configs.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
         self.group_coordinator.start()
@@ -193,6 +214,7 @@ class Broker:
         if self._listener is not None:
             await self._listener.stop()
         self.metadata.stop()
+        self.entity_configs.stop()
         await self.transport.close()
         try:
             await self.zookeeper.stop()

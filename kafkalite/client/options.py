@@ -40,7 +40,7 @@ def check_common_options(options: dict[str, Any], known: set[str]) -> ssl.SSLCon
     protocol_name = str(options.pop("security_protocol", "PLAINTEXT") or "PLAINTEXT").upper()
     if protocol_name not in SUPPORTED_SECURITY_PROTOCOLS:
         raise ConfigError(f"security_protocol {protocol_name!r} is not supported "
-                          f"(only {', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))})")
+                          "(only PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)")
     for name in _UNSUPPORTED_SECURITY_OPTIONS:
         if options.pop(name, None) is not None:
             raise ConfigError(f"{name} is not supported with security_protocol {protocol_name!r}")

@@ -47,10 +47,7 @@ def test_internal_and_external_listeners() -> None:
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"listeners": "INTERNAL://0.0.0.0:9092"}, "INTERNAL has no security protocol"),
-    ({"listeners": "A://0.0.0.0:1", "listener_security_protocol_map": "A:SASL_SSL"}, "A uses SASL_SSL: only"),
     ({"listeners": "A://0.0.0.0:1", "listener_security_protocol_map": "A:TLS"}, "A uses TLS: only"),
-    ({"listeners": "SSL://0.0.0.0:1", "security_inter_broker_protocol": "SASL_SSL"},
-     "security.inter.broker.protocol SASL_SSL is not supported"),
     ({"listeners": "SSL://0.0.0.0:1", "security_inter_broker_protocol": "SSL", "inter_broker_listener_name": "SSL"},
      "only one of"),
     ({"listeners": "PLAINTEXT://0.0.0.0:1,PLAINTEXT://0.0.0.0:2"}, "twice"),

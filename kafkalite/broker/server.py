@@ -28,6 +28,7 @@ from typing import Any
 
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService
+from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
@@ -62,6 +63,7 @@ from kafkalite.errors import (
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.acl import parse_super_users
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
@@ -127,7 +129,9 @@ class Broker:
             producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
             registry=self.schema_store, stats=self.stats,
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
-                                     self.transport))
+                                     self.transport),
+            authorizer=Authorizer(self.zookeeper, parse_super_users(config.super_users),
+                                  config.allow_everyone_if_no_acl_found) if config.authorizer_enabled() else None)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -142,6 +146,8 @@ class Broker:
         # session may still hold the registration (and so the leadership) for a while.
         self.replica_manager.fenced_reason = "the broker is not registered yet"
         await self.metadata.start()
+        if self.services.authorizer is not None:
+            await self.services.authorizer.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
         self.group_coordinator.start()
@@ -187,6 +193,8 @@ class Broker:
         if self._listener is not None:
             await self._listener.stop()
         self.metadata.stop()
+        if self.services.authorizer is not None:
+            self.services.authorizer.stop()
         await self.transport.close()
         try:
             await self.zookeeper.stop()

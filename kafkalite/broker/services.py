@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, validate_topic_name
+from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
@@ -739,3 +740,5 @@ class BrokerServices:
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Consumer lag of the groups this broker coordinates, for ``GET /metrics``.
     consumer_lag: ConsumerLag | None = None
+    #: The ACL authorizer when ``authorizer.class.name`` is set; None: every request is allowed.
+    authorizer: Authorizer | None = None

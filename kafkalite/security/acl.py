@@ -154,8 +154,7 @@ class ResourcePattern:
             raise InvalidRequestError("an ACL's resource name must not be empty")
         if self.resource_type is ResourceType.CLUSTER and self.name != CLUSTER_NAME:
             raise InvalidRequestError(f"the Cluster resource is named {CLUSTER_NAME!r}, not {self.name!r}")
-        if "/" in self.name and self.resource_type is not ResourceType.GROUP \
-                and self.resource_type is not ResourceType.TRANSACTIONAL_ID:
+        if "/" in self.name or self.name in (".", ".."):  # it names a znode
             raise InvalidRequestError(f"invalid resource name {self.name!r}")
 
     def matches(self, resource_type: ResourceType, name: str) -> bool:

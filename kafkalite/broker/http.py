@@ -40,7 +40,7 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import console, http_codec as codec, txn_http
+from kafkalite.broker import access, console, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
@@ -296,7 +296,8 @@ def openapi_document() -> bytes:
 def build_app(services: BrokerServices) -> web.Application:
     """The aiohttp application serving the broker's API over ``services``."""
     config = services.config
-    app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
+    app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware, *(
+        [access.http_middleware(services.authorizer, request_principal)] if services.authorizer else [])],
                           client_max_size=config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     api = BrokerApi(services)
@@ -467,7 +468,7 @@ class BrokerApi:
             while True:
                 message = await socket.receive()
                 if message.type is WSMsgType.BINARY:
-                    await socket.send_bytes(await self._channel_call(message.data, limit))
+                    await socket.send_bytes(await self._channel_call(message.data, limit, request))
                 elif message.type is WSMsgType.TEXT:
                     await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
                     break
@@ -480,7 +481,7 @@ class BrokerApi:
                 self._channels.discard(task)
         return socket
 
-    async def _channel_call(self, data: bytes, limit: int) -> bytes:
+    async def _channel_call(self, data: bytes, limit: int, request: web.Request) -> bytes:
         started = time.perf_counter()
         name = "unknown"
         status = 500
@@ -495,9 +496,11 @@ class BrokerApi:
             pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
                 name = "produce"
+                access.check_channel(request, name, body)
                 status, pieces = await self._produce(body)
             elif api == _CHANNEL_FETCH:
                 name = "fetch"
+                access.check_channel(request, name, body)
                 status, pieces = await self._fetch(body)
             else:
                 raise InvalidRequestError(f"unknown channel API key {api}")

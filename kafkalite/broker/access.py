@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -68,6 +68,8 @@ class Caller:
     authorizer: Authorizer
     principal: KafkaPrincipal
     host: str
+    #: The name of a topic id (Kafka requests may name topics by id); None when unknown.
+    topic_name_of: Callable[[Any], str | None] = lambda topic_id: None
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
         return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
@@ -107,17 +109,6 @@ HttpNeeds = Callable[[Caller, bytes, Mapping[str, str]], Iterable[Need]]
 
 def _json(body: bytes) -> dict[str, Any]:
     return protocol.parse_json(body, protocol.MAX_JSON_BODY_BYTES)
-
-
-def _http_produce(caller: Caller, body: bytes, path: Mapping[str, str]) -> Iterator[Need]:
-    return topics_need(WRITE, {partition.topic for partition in protocol.decode_produce_request(body).partitions})
-
-
-def _http_fetch(caller: Caller, body: bytes, path: Mapping[str, str]) -> Iterable[Need]:
-    request = protocol.decode_fetch_request(body)
-    if request.replica_id >= 0:
-        return [(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)]
-    return topics_need(READ, {partition.topic for partition in request.partitions})
 
 
 def _http_configs(operation: Operation) -> HttpNeeds:
@@ -187,8 +178,6 @@ def _partition_topics(operation: Operation) -> HttpNeeds:
 
 #: What each HTTP route needs, by its canonical path (routes not listed need nothing).
 HTTP_NEEDS: dict[str, HttpNeeds] = {
-    protocol.PRODUCE: _http_produce,
-    protocol.FETCH: _http_fetch,
     protocol.TOPIC_RECORDS: lambda caller, body, path: [(WRITE, TOPIC, path.get("topic", ""))],
     protocol.PARTITION_RECORDS: lambda caller, body, path: [(READ, TOPIC, path.get("topic", ""))],
     protocol.LIST_OFFSETS: _partition_topics(DESCRIBE),
@@ -283,8 +272,8 @@ def http_middleware(authorizer: Authorizer, principal_of: Callable[[web.Request]
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else ""
         caller = Caller(authorizer, principal_of(request), request.remote or "")
+        request[CALLER_KEY] = caller
         if route == protocol.CHANNEL:
-            request[CALLER_KEY] = caller
             return await handler(request)
         if route in HTTP_NEEDS:
             check_http(caller, route, await request.read() if request.body_exists else b"", request.match_info)
@@ -299,17 +288,31 @@ def http_middleware(authorizer: Authorizer, principal_of: Callable[[web.Request]
     return authorize
 
 
-#: Where the middleware leaves the :class:`Caller` of a binary channel (its messages are checked one by one).
+#: Where the middleware leaves the request's :class:`Caller` for the binary produce and fetch
+#: handlers, which authorize partition by partition (:func:`authorized_partitions`).
 CALLER_KEY = "kafkalite.access.caller"
 
+Part = TypeVar("Part", protocol.ProducePartition, protocol.FetchPartition)
 
-def check_channel(request: web.Request, api: str, body: bytes | memoryview) -> None:
-    """Authorize one produce or fetch message of a binary channel (nothing without an authorizer)."""
-    caller = request.get(CALLER_KEY)
-    if caller is not None:
-        needs = _http_produce if api == "produce" else _http_fetch
-        try:
-            wanted = list(needs(caller, bytes(body), {}))
-        except InvalidRequestError:
-            return
-        caller.require(wanted)
+
+def authorized_partitions(request: web.Request, operation: Operation, partitions: list[Part],
+                          replica_id: int = -1) -> tuple[list[Part], list[Part]]:
+    """(allowed, denied) partitions of a binary produce (Write) or fetch (Read) as Kafka splits
+    them: the denied ones are answered TOPIC_AUTHORIZATION_FAILED, the others served. A
+    follower's fetch needs ClusterAction on the Cluster for all. Without an authorizer, all
+    are allowed."""
+    caller: Caller | None = request.get(CALLER_KEY)
+    if caller is None:
+        return partitions, []
+    if replica_id >= 0:
+        caller.require([(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)])
+        return partitions, []
+    verdicts: dict[str, bool] = {}
+    allowed: list[Part] = []
+    denied: list[Part] = []
+    for partition in partitions:
+        verdict = verdicts.get(partition.topic)
+        if verdict is None:
+            verdict = verdicts[partition.topic] = caller.allowed(operation, TOPIC, partition.topic)
+        (allowed if verdict else denied).append(partition)
+    return allowed, denied

@@ -51,9 +51,11 @@ from kafkalite.errors import (
     KafkaliteError,
     MessageSizeTooLargeError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
 )
 from kafkalite.registry.api import build_registry_app
+from kafkalite.security.acl import Operation
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkalite.version import __version__
 
@@ -435,24 +437,35 @@ class BrokerApi:
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:
-        status, pieces = await self._produce(await _read_body(request))
+        status, pieces = await self._produce(await _read_body(request), request)
         if status == 204:
             return web.Response(status=204)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
     async def fetch(self, request: web.Request) -> web.Response:
-        _, pieces = await self._fetch(await _read_body(request))
+        _, pieces = await self._fetch(await _read_body(request), request)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
-    async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
+    async def _produce(self, body: bytes | memoryview, request: web.Request) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
-        results = await self.services.replicas.produce(produce_request)
+        produce_request.partitions, denied = access.authorized_partitions(request, Operation.WRITE,
+                                                                          produce_request.partitions)
+        results = await self.services.replicas.produce(produce_request) if produce_request.partitions else []
+        results += [protocol.ProduceResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                    for item in denied]
         if produce_request.acks == 0:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
-    async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
-        results = await self.services.replicas.fetch(protocol.decode_fetch_request(body))
+    async def _fetch(self, body: bytes | memoryview, request: web.Request
+                     ) -> tuple[int, list[bytes | bytearray | memoryview]]:
+        fetch_request = protocol.decode_fetch_request(body)
+        fetch_request.partitions, denied = access.authorized_partitions(request, Operation.READ,
+                                                                        fetch_request.partitions,
+                                                                        fetch_request.replica_id)
+        results = await self.services.replicas.fetch(fetch_request) if fetch_request.partitions or not denied else []
+        results += [protocol.FetchResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                    for item in denied]
         return 200, protocol.encode_fetch_response(results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
@@ -496,12 +509,10 @@ class BrokerApi:
             pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
                 name = "produce"
-                access.check_channel(request, name, body)
-                status, pieces = await self._produce(body)
+                status, pieces = await self._produce(body, request)
             elif api == _CHANNEL_FETCH:
                 name = "fetch"
-                access.check_channel(request, name, body)
-                status, pieces = await self._fetch(body)
+                status, pieces = await self._fetch(body, request)
             else:
                 raise InvalidRequestError(f"unknown channel API key {api}")
         except Exception as exc:  # every failure is answered with its named error

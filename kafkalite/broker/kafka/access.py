@@ -35,7 +35,6 @@ from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.kafka.context import NO_RESPONSE, Handler, KafkaAnswer, KafkaRequestContext
 from kafkalite.errors import BrokerResponseError
 from kafkalite.security.acl import CLUSTER_NAME, Operation, ResourceType
-from kafkalite.security.principal import KafkaPrincipal
 
 #: Kafka's config resource types (DescribeConfigs/AlterConfigs): 2 topic, 4 broker, 8 broker logger.
 _CONFIG_TOPIC = 2
@@ -61,24 +60,6 @@ def _create_topics(caller: Caller, request: Any) -> Iterator[Need]:
     for item in request.topics:
         if not caller.may_create_topic(item.name):
             yield CREATE, TOPIC, item.name
-
-
-def _produce(caller: Caller, request: Any) -> Iterator[Need]:
-    transactional_id = getattr(request, "transactional_id", None)
-    if transactional_id:
-        yield WRITE, TXN, transactional_id
-    yield from topics_need(WRITE, (topic.name for topic in request.topic_data))
-
-
-def _fetch(caller: Caller, request: Any) -> Iterator[Need]:
-    replica_id = getattr(request, "replica_id", -1)
-    if replica_id is not None and replica_id >= 0:
-        yield CLUSTER_ACTION, CLUSTER, CLUSTER_NAME
-        return
-    for topic in request.topics:
-        name = getattr(topic, "topic", None)
-        if name is not None:
-            yield READ, TOPIC, name
 
 
 def _offset_fetch(caller: Caller, request: Any) -> Iterator[Need]:
@@ -122,8 +103,6 @@ NeedsOf = Callable[[Caller, Any], Iterable[Need]]
 #: What each Kafka API needs, by API key (APIs not listed need nothing: ApiVersions, Metadata
 #: and ListGroups filter instead, DescribeCluster and the SASL handshake are open to all).
 KAFKA_NEEDS: dict[int, NeedsOf] = {
-    0: _produce,
-    1: _fetch,
     2: lambda caller, request: topics_need(DESCRIBE, (topic.name for topic in request.topics)),
     8: lambda caller, request: [(READ, GROUP, request.group_id),
                                 *topics_need(READ, (topic.name for topic in request.topics))],
@@ -135,8 +114,10 @@ KAFKA_NEEDS: dict[int, NeedsOf] = {
     14: lambda caller, request: [(READ, GROUP, request.group_id)],
     15: lambda caller, request: ((DESCRIBE, GROUP, group) for group in request.groups),
     19: _create_topics,
-    20: lambda caller, request: topics_need(DELETE, [topic.name for topic in getattr(request, "topics", None) or ()
-                                                if topic.name] or list(getattr(request, "topic_names", ()))),
+    20: lambda caller, request: topics_need(DELETE, [
+        name for name in (topic.name or caller.topic_name_of(topic.topic_id)
+                          for topic in getattr(request, "topics", None) or ()) if name] or list(
+        getattr(request, "topic_names", ()))),
     21: lambda caller, request: topics_need(DELETE, (topic.name for topic in request.topics)),
     22: _init_producer_id,
     23: lambda caller, request: topics_need(DESCRIBE, (topic.topic for topic in request.topics)),
@@ -163,10 +144,8 @@ KAFKA_NEEDS: dict[int, NeedsOf] = {
 METADATA_KEY, LIST_GROUPS_KEY, LIST_TRANSACTIONS_KEY = 3, 16, 66
 
 
-def check_kafka(authorizer: Authorizer, principal: KafkaPrincipal, host: str, api_key: int,
-                request: Any) -> KafkaAccess:
-    """Authorize one Kafka-protocol request (see the module docstring)."""
-    caller = Caller(authorizer, principal, host)
+def check_kafka(caller: Caller, api_key: int, request: Any) -> KafkaAccess:
+    """Authorize one Kafka-protocol request other than Produce and Fetch (see the module docstring)."""
     needs = KAFKA_NEEDS.get(api_key)
     if needs is not None:
         caller.require(needs(caller, request))
@@ -185,18 +164,108 @@ def check_kafka(authorizer: Authorizer, principal: KafkaPrincipal, host: str, ap
 
 async def serve_kafka(authorizer: Authorizer, handle: Handler, context: KafkaRequestContext,
                       request: Any) -> KafkaAnswer:
-    """Authorize ``request`` (:func:`check_kafka`), then serve it with ``handle`` and filter the
-    answer. A denied acks=0 Produce gets no response, like any acks=0 Produce."""
+    """Authorize ``request``, then serve it with ``handle`` and filter the answer. Produce and
+    Fetch are split as Kafka splits them: the partitions of denied topics are answered
+    TOPIC_AUTHORIZATION_FAILED and the others served. A denied acks=0 Produce gets no response."""
+    caller = Caller(authorizer, context.principal, context.client_host, lambda topic_id: _topic_name(context, topic_id))
     try:
-        access = check_kafka(authorizer, context.principal, context.client_host, context.api_key, request)
-    except BrokerResponseError:
-        if context.api_key == 0 and getattr(request, "acks", 1) == 0:
+        if context.api_key == PRODUCE_KEY:
+            return await _serve_produce(caller, handle, context, request)
+        if context.api_key == FETCH_KEY:
+            return await _serve_fetch(caller, handle, context, request)
+        access = check_kafka(caller, context.api_key, request)
+    except BrokerResponseError as exc:
+        if context.api_key == PRODUCE_KEY and getattr(request, "acks", 1) == 0:
             return NO_RESPONSE
-        raise
+        denied = DENIED_ANSWERS.get(context.api_key)
+        if denied is None:
+            raise  # the connection answers the code on every item of the request
+        return denied(request, exc.errno, str(exc))
     answer = await handle(context, access.request)
     if access.filter_answer is None or answer is NO_RESPONSE:
         return answer
     return access.filter_answer(answer)
+
+
+PRODUCE_KEY, FETCH_KEY = 0, 1
+
+
+def _topic_name(context: KafkaRequestContext, topic_id: Any) -> str | None:
+    if topic_id is None:
+        return None
+    wanted = topic_id.hex
+    for name, info in context.services.metadata.cache.topics.items():
+        if info.topic_id == wanted:
+            return name
+    return None
+
+
+async def _serve_produce(caller: Caller, handle: Handler, context: KafkaRequestContext, request: Any) -> KafkaAnswer:
+    transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id:
+        caller.require([(WRITE, TXN, transactional_id)])
+    allowed = [topic for topic in request.topic_data if caller.allowed(WRITE, TOPIC, topic.name)]
+    if len(allowed) == len(request.topic_data):
+        return await handle(context, request)
+    denied = [{"name": topic.name, "partition_responses": [
+        {"index": partition.index, "error_code": TOPIC_AUTHORIZATION_FAILED, "base_offset": -1,
+         "log_append_time": -1, "log_start_offset": -1, "error_message": "not authorized to Write the topic"}
+        for partition in topic.partition_data]} for topic in request.topic_data if topic not in allowed]
+    if not allowed:
+        return NO_RESPONSE if request.acks == 0 else {"responses": denied, "throttle_time": 0}
+    answer = await handle(context, dataclasses.replace(request, topic_data=tuple(allowed)))
+    if answer is NO_RESPONSE:
+        return answer
+    return {**answer, "responses": [*answer["responses"], *denied]}
+
+
+async def _serve_fetch(caller: Caller, handle: Handler, context: KafkaRequestContext, request: Any) -> KafkaAnswer:
+    replica_id = getattr(request, "replica_id", -1)
+    if replica_id is not None and replica_id >= 0:
+        caller.require([(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)])
+        return await handle(context, request)
+    allowed, denied_topics = [], []
+    for topic in request.topics:
+        name = getattr(topic, "topic", None) or caller.topic_name_of(getattr(topic, "topic_id", None))
+        if name is None or caller.allowed(READ, TOPIC, name):
+            allowed.append(topic)  # an unknown topic id is answered UNKNOWN_TOPIC_ID by the handler
+        else:
+            denied_topics.append((name, topic))
+    if not denied_topics:
+        return await handle(context, request)
+    denied = [{"topic": name, "topic_id": getattr(topic, "topic_id", None), "partitions": [
+        {"partition_index": partition.partition, "error_code": TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+         "preferred_read_replica": -1, "records": b""} for partition in topic.partitions]}
+        for name, topic in denied_topics]
+    if not allowed:
+        return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": denied}
+    answer = await handle(context, dataclasses.replace(request, topics=tuple(allowed)))
+    return {**answer, "responses": [*answer["responses"], *denied]}
+
+
+DeniedAnswer = Callable[[Any, int, str], KafkaAnswer]
+
+#: The denial answers of APIs whose items are plain names, which the generic error answer cannot
+#: mirror onto the response's items.
+DENIED_ANSWERS: dict[int, DeniedAnswer] = {
+    15: lambda request, code, message: {"groups": [
+        {"group_id": group, "error_code": code, "members": []} for group in request.groups]},
+    20: lambda request, code, message: {"responses": [
+        {"name": topic.name, "topic_id": getattr(topic, "topic_id", None), "error_code": code,
+         "error_message": message} for topic in getattr(request, "topics", None) or ()] or [
+        {"name": name, "error_code": code, "error_message": message} for name in request.topic_names]},
+    24: lambda request, code, message: {"results_by_topic_v3_and_below": [
+        {"name": topic.name, "results_by_partition": [{"partition_index": number, "partition_error_code": code}
+                                                      for number in topic.partitions]}
+        for topic in request.v3_and_below_topics]},
+    42: lambda request, code, message: {"results": [
+        {"group_id": group, "error_code": code} for group in request.groups_names]},
+    65: lambda request, code, message: {"transaction_states": [
+        {"error_code": code, "transactional_id": name, "transaction_state": "", "transaction_timeout": 0,
+         "transaction_start_time": 0, "producer_id": -1, "producer_epoch": -1, "topics": []}
+        for name in request.transactional_ids]},
+}
 
 
 def _metadata(caller: Caller, request: Any) -> KafkaAccess:
@@ -213,15 +282,25 @@ def _metadata(caller: Caller, request: Any) -> KafkaAccess:
         else:
             allowed_items.append(item)
     auto_create = getattr(request, "allow_auto_topic_creation", True)
-    changes: dict[str, Any] = {"topics": allowed_items}
+    changes: dict[str, Any] = {"topics": tuple(allowed_items)}
     if auto_create and hasattr(request, "allow_auto_topic_creation") and not all(
             caller.may_create_topic(getattr(item, "name", None) or "") for item in allowed_items):
         changes["allow_auto_topic_creation"] = False  # (v0-v3 always auto-create: Describe is needed)
     if not allowed_items:  # an empty list would mean "every topic" to the handler
         return KafkaAccess(request, lambda answer: {**answer, "topics": _denied_topics(denied)})
-    narrowed = dataclasses.replace(request, **changes)
-    return KafkaAccess(narrowed, lambda answer: {**answer, "topics": [
-        *answer.get("topics", ()), *_denied_topics(denied)]} if denied else answer)
+
+    def answered(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+        topics: list[Any] = []
+        refused = list(denied)
+        for topic in answer.get("topics", ()):  # a topic asked for by id is checked once named
+            name = topic.get("name")
+            if name is None or caller.allowed(DESCRIBE, TOPIC, name):
+                topics.append(topic)
+            else:
+                refused.append(name)
+        return {**answer, "topics": [*topics, *_denied_topics(refused)]}
+
+    return KafkaAccess(dataclasses.replace(request, **changes), answered)
 
 
 def _denied_topics(names: list[str]) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from kafkalite import protocol
-from kafkalite.broker import http_codec
+from kafkalite.broker import acl_http, http_codec
 from kafkalite.broker.authorizer import Authorizer, denied_error
 from kafkalite.errors import InvalidRequestError
 from kafkalite.security.acl import CLUSTER_NAME, Operation, ResourceType
@@ -215,6 +215,9 @@ HTTP_NEEDS: dict[str, HttpNeeds] = {
     protocol.ADD_OFFSETS_TO_TXN: _http_txn(_txn_group),
     protocol.END_TXN: _http_txn(),
     protocol.TXN_OFFSET_COMMIT: _http_txn(_txn_group),
+    acl_http.CREATE_ACLS: _cluster(ALTER),
+    acl_http.DELETE_ACLS: _cluster(ALTER),
+    acl_http.DESCRIBE_ACLS: _cluster(DESCRIBE),
     protocol.DESCRIBE_TRANSACTIONS: lambda caller, body, path: (
         (DESCRIBE, TXN, name) for name in protocol.require_list_of(_json(body), "transactional_ids", str)),
 }

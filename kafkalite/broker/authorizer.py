@@ -205,9 +205,16 @@ class Authorizer:
             await self._update(pattern, lambda current, added=added: current | added)  # type: ignore[misc]
 
     async def delete_acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
-        """Remove every ACL ``binding_filter`` matches (as ZooKeeper holds them); returns them."""
+        """Remove every ACL ``binding_filter`` matches (as ZooKeeper holds them, for the patterns
+        this broker knows and the one the filter names exactly); returns them."""
         deleted: list[AclBinding] = []
-        for pattern in {binding.pattern for binding in self.rules.bindings(binding_filter)}:
+        patterns = {binding.pattern for binding in self.rules.bindings(binding_filter)}
+        if binding_filter.resource_type in CONCRETE_RESOURCE_TYPES and binding_filter.name is not None \
+                and binding_filter.pattern_type in CONCRETE_PATTERN_TYPES:
+            # ZooKeeper decides: this broker may not have seen a change another broker just made
+            patterns.add(ResourcePattern(binding_filter.resource_type, binding_filter.name,
+                                         binding_filter.pattern_type))
+        for pattern in patterns:
             removed: list[AclBinding] = []
 
             def without(current: frozenset[AccessControlEntry], pattern: ResourcePattern = pattern,

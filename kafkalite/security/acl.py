@@ -418,3 +418,60 @@ def parse_super_users(text: str) -> list[str]:
     """``User:a;User:b`` → ``["User:a", "User:b"]`` (INVALID_REQUEST for a malformed principal)."""
     users = [part.strip() for part in text.split(";") if part.strip()]
     return [str(KafkaPrincipal.parse(user)) for user in users]
+
+
+# --- JSON (the HTTP API's ACL bodies, shared by the broker and the admin client) ------------------
+
+def binding_to_json(binding: AclBinding) -> dict[str, str]:
+    """``{"resource_type": "Topic", "resource_name", "pattern_type": "Literal", "principal",
+    "host", "operation": "Read", "permission_type": "Allow"}``."""
+    return {"resource_type": str(binding.pattern.resource_type), "resource_name": binding.pattern.name,
+            "pattern_type": str(binding.pattern.pattern_type), "principal": binding.entry.principal,
+            "host": binding.entry.host, "operation": str(binding.entry.operation),
+            "permission_type": str(binding.entry.permission)}
+
+
+def _field(document: Mapping[str, Any], name: str, default: str | None = None) -> str | None:
+    value = document.get(name, default)
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequestError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _required(document: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = _field(document, name, default)
+    if value is None:
+        raise InvalidRequestError(f"an ACL needs {name}")
+    return value
+
+
+def binding_from_json(document: Mapping[str, Any]) -> AclBinding:
+    """The ACL of :func:`binding_to_json`'s shape (pattern type Literal and host ``*`` by default)."""
+    if not isinstance(document, Mapping):
+        raise InvalidRequestError(f"an ACL must be an object, got {document!r}")
+    return AclBinding(
+        ResourcePattern(ResourceType.parse(_required(document, "resource_type")),
+                        _required(document, "resource_name"),
+                        PatternType.parse(_required(document, "pattern_type", "Literal"))),
+        AccessControlEntry(_required(document, "principal"), _required(document, "host", WILDCARD_HOST),
+                           Operation.parse(_required(document, "operation")),
+                           Permission.parse(_required(document, "permission_type"))))
+
+
+def filter_to_json(binding_filter: AclBindingFilter) -> dict[str, str | None]:
+    return {"resource_type": str(binding_filter.resource_type), "resource_name": binding_filter.name,
+            "pattern_type": str(binding_filter.pattern_type), "principal": binding_filter.principal,
+            "host": binding_filter.host, "operation": str(binding_filter.operation),
+            "permission_type": str(binding_filter.permission)}
+
+
+def filter_from_json(document: Mapping[str, Any]) -> AclBindingFilter:
+    """A filter of :func:`filter_to_json`'s shape; absent fields match anything (pattern type ANY)."""
+    if not isinstance(document, Mapping):
+        raise InvalidRequestError(f"an ACL filter must be an object, got {document!r}")
+    return AclBindingFilter(ResourceType.parse(_required(document, "resource_type", "Any")),
+                            _field(document, "resource_name"),
+                            PatternType.parse(_required(document, "pattern_type", "Any")),
+                            _field(document, "principal"), _field(document, "host"),
+                            Operation.parse(_required(document, "operation", "Any")),
+                            Permission.parse(_required(document, "permission_type", "Any")))

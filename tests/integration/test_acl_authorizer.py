@@ -509,3 +509,62 @@ def test_acl_changes_reach_the_other_broker(cluster: BrokerCluster) -> None:
     assert error_codes(deleted) == set()
     assert [acl.resource_name for acl in deleted.filter_results[0].matching_acls] == ["acl-w"]
     cluster.wait_for(lambda: not fetch_allowed(), 15, "broker 2 to deny Read on acl-wo again after DeleteAcls")
+
+
+def test_acls_tool_and_admin_client(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """kafkalite-acls.sh's --add (with Kafka's --producer / --consumer expansions), --list and
+    --remove, checked through the admin client's describe_acls (both over /v1/acls/*)."""
+    from kafkalite.client.admin import KafkaAdminClient
+    from kafkalite.security.acl import AclBindingFilter
+    from kafkalite.tools import acls as acls_tool
+    from kafkalite.tools.common import run_cli
+
+    bootstrap = ["--bootstrap-server", cluster.bootstrap]
+    assert acls_tool.main([*bootstrap, "--add", "--allow-principal", "User:alice", "--producer", "--topic", "tool-t",
+                           "--transactional-id", "tool-tx", "--command-config", "/dev/null"]) == 0
+    out = capsys.readouterr().out
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=tool-t, patternType=LITERAL)`" in out
+    assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in out
+    assert acls_tool.main([*bootstrap, "--add", "--allow-principal", "User:bob", "--consumer", "--topic", "tool-",
+                           "--group", "tool-g", "--resource-pattern-type", "prefixed"]) == 0
+    capsys.readouterr()
+    _wait_until_every_broker_has(cluster, 3 + 2 + 2 + 1)  # alice: tool-t 3, tool-tx 2; bob: tool- 2, tool-g 1
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap) as admin:
+        found, error = admin.describe_acls(AclBindingFilter(RT.TOPIC, "tool-t", PatternType.MATCH))
+        assert error is None
+        assert {(str(b.entry.principal), str(b.entry.operation), str(b.pattern.pattern_type)) for b in found} == {
+            ("User:alice", "Write", "Literal"), ("User:alice", "Describe", "Literal"),
+            ("User:alice", "Create", "Literal"), ("User:bob", "Read", "Prefixed"), ("User:bob", "Describe", "Prefixed")}
+        txn, _ = admin.describe_acls(AclBindingFilter(RT.TRANSACTIONAL_ID, "tool-tx"))
+        assert {str(b.entry.operation) for b in txn} == {"Write", "Describe"}
+        group, _ = admin.describe_acls(AclBindingFilter(RT.GROUP, "tool-g", PatternType.PREFIXED))
+        assert [str(b.entry.operation) for b in group] == ["Read"]
+
+        assert acls_tool.main([*bootstrap, "--list", "--topic", "tool-t"]) == 0
+        listed = capsys.readouterr().out
+        assert "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=tool-t, patternType=LITERAL)`" \
+            in listed and "operation=CREATE" in listed
+
+        assert acls_tool.main([*bootstrap, "--remove", "--force", "--topic", "tool-t"]) == 0
+        _wait_until_every_broker_has(cluster, 2 + 2 + 1)  # tool-t's 3 removed
+        assert admin.describe_acls(AclBindingFilter(RT.TOPIC, "tool-t"))[0] == []
+        created = admin.create_acls([_acl(RT.GROUP, "tool-g2", Op.READ, principal="User:carol")])
+        assert len(created["succeeded"]) == 1 and created["failed"] == []
+        deleted = admin.delete_acls([AclBindingFilter(RT.GROUP, "tool-g2", principal="User:carol")])
+        assert [(str(acl.entry.principal), error) for acl, error in deleted[0][1]] == [("User:carol", None)]
+    assert run_cli(acls_tool.main, [*bootstrap, "--add", "--operation", "Fly", "--topic", "x",
+                                    "--allow-principal", "User:a"]) == 2
+    assert "unknown Operation 'Fly'" in capsys.readouterr().err
+
+
+def _wait_until_every_broker_has(cluster: BrokerCluster, count: int) -> None:
+    """Until every broker's cache lists ``count`` ACLs of the tool test's principals (ACL changes
+    reach the other brokers through the change notifications, a moment later)."""
+    def settled() -> bool:
+        for broker in cluster.brokers.values():
+            acls = http(broker.address, "POST", "/v1/acls/describe", {"resource_name": None})["acls"]
+            if len([acl for acl in acls if acl["principal"] in ("User:alice", "User:bob")
+                    and acl["resource_name"].startswith("tool-")]) != count:
+                return False
+        return True
+    cluster.wait_for(settled, 15, f"{count} tool ACLs on every broker")

@@ -320,7 +320,14 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
     "quota.window.size.seconds": _Setting("quota_window_size_seconds", parse_int, 1),
     "zookeeper.set.acl": _Setting("zookeeper_set_acl", parse_bool),
     "zookeeper.digest.auth": _Setting("zookeeper_digest_auth", str),
+    "authorizer.class.name": _Setting("authorizer_class_name", str),
+    "super.users": _Setting("super_users", str),
+    "allow.everyone.if.no.acl.found": _Setting("allow_everyone_if_no_acl_found", parse_bool),
 }
+
+#: The ``authorizer.class.name`` values that turn on kafkalite's ACL authorizer (Kafka's two names too).
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                          "kafkalite.broker.authorizer.Authorizer")
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
 _LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.retention.minutes",
@@ -442,6 +449,11 @@ class BrokerConfig:
     #: ``user:password``: the broker's ZooKeeper session authenticates with the digest scheme
     #: (what Kafka's JAAS ``Client`` section with ``DigestLoginModule`` does).
     zookeeper_digest_auth: str | None = None
+    #: ACL authorization: ``authorizer.class.name`` (empty: none), ``super.users`` (``User:a;User:b``)
+    #: and ``allow.everyone.if.no.acl.found`` (see :meth:`authorizer_enabled`).
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
     #: ``security.inter.broker.protocol``: the listener of that name is the inter-broker one
@@ -495,6 +507,7 @@ class BrokerConfig:
         config.inter_broker_listener()
         config.schema_registry_address()
         config.zookeeper_auth_data()
+        config.authorizer_enabled()
         return config
 
     def zookeeper_auth_data(self) -> list[tuple[str, str]]:
@@ -628,6 +641,19 @@ class BrokerConfig:
             raise ConfigError(f"schema.registry.listeners must be one http://host:port, got {value!r}")
         listener = self._parse_listeners(value, "schema.registry.listeners")[0]
         return listener.host, listener.port
+
+    def authorizer_enabled(self) -> bool:
+        """Whether ACLs are enforced: ``authorizer.class.name`` names the ACL authorizer (one of
+        :data:`AUTHORIZER_CLASS_NAMES`); empty means no authorization; anything else, and a
+        malformed ``super.users``, is a ConfigError naming the setting."""
+        name = self.authorizer_class_name.strip()
+        if name and name not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(f"authorizer.class.name {name!r} is not supported; use one of "
+                              f"{', '.join(AUTHORIZER_CLASS_NAMES)} (or leave it empty for no authorization)")
+        for user in (part.strip() for part in self.super_users.split(";")):
+            if user and (":" not in user or user.startswith(":") or user.endswith(":")):
+                raise ConfigError(f"super.users must look like User:a;User:b, got {self.super_users!r}")
+        return bool(name)
 
     def advertised_address(self) -> tuple[str, int]:
         """(host, port) other brokers and kafkalite's HTTP clients are told: the inter-broker

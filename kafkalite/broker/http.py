@@ -41,7 +41,7 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import console, entity_config_http, http_auth, http_codec as codec, txn_http
+from kafkalite.broker import access, acl_http, console, entity_config_http, http_auth, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
@@ -53,10 +53,12 @@ from kafkalite.errors import (
     KafkaliteError,
     MessageSizeTooLargeError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.security import tls
+from kafkalite.security.acl import Operation
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkalite.version import __version__
 
@@ -361,14 +363,18 @@ def openapi_document() -> bytes:
 def build_app(services: BrokerServices) -> web.Application:
     """The aiohttp application serving the broker's API over ``services``."""
     config = services.config
-    app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
-                          client_max_size=config.socket_request_max_bytes)
-    if _uses_tls(config):
-        app.middlewares.insert(0, certificate_principal_middleware)  # SASL, when it runs later, wins
+    # Middlewares, outermost first: who the request comes from (a TLS client certificate, then
+    # HTTP Basic on SASL listeners, which wins), the request counts, the error shape, then what
+    # the principal may do (ACLs) and how fast (quotas).
+    middlewares: list[Any] = [certificate_principal_middleware] if _uses_tls(config) else []
     authentication = http_auth.basic_auth_middleware(services, PRINCIPAL_KEY)  # SASL listeners: HTTP Basic
+    middlewares += [stats_middleware(services.stats.requests), error_middleware]
     if authentication is not None:
-        app.middlewares.append(authentication)
-    app.middlewares.append(services.quotas.http_middleware(request_principal))  # client quotas
+        middlewares.append(authentication)
+    if services.authorizer is not None:
+        middlewares.append(access.http_middleware(services.authorizer, request_principal))
+    middlewares.append(services.quotas.http_middleware(request_principal))  # client quotas
+    app = web.Application(middlewares=middlewares, client_max_size=config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
     app[LISTENER_PORTS_KEY] = {}
     api = BrokerApi(services)
@@ -425,6 +431,7 @@ def build_app(services: BrokerServices) -> web.Application:
     ]
     routes += txn_http.routes(services)
     routes += entity_config_http.routes(services)
+    routes += acl_http.routes(services)
     app.add_routes(routes)
     app.add_routes(console.routes(services, _json_response))
     if services.registry is not None:
@@ -508,27 +515,37 @@ class BrokerApi:
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:
-        status, pieces = await self._produce(await _read_body(request))
+        status, pieces = await self._produce(await _read_body(request), request)
         if status == 204:
             return web.Response(status=204)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
     async def fetch(self, request: web.Request) -> web.Response:
-        _, pieces = await self._fetch(await _read_body(request))
+        _, pieces = await self._fetch(await _read_body(request), request)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
-    async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
+    async def _produce(self, body: bytes | memoryview, request: web.Request) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
-        results = await self.services.replicas.produce(produce_request)
+        produce_request.partitions, denied = access.authorized_partitions(request, Operation.WRITE,
+                                                                          produce_request.partitions)
+        results = await self.services.replicas.produce(produce_request) if produce_request.partitions else []
         await self.services.quotas.hold_http_produce(produce_request)
+        results += [protocol.ProduceResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                    for item in denied]
         if produce_request.acks == 0:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
-    async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
+    async def _fetch(self, body: bytes | memoryview, request: web.Request
+                     ) -> tuple[int, list[bytes | bytearray | memoryview]]:
         fetch_request = protocol.decode_fetch_request(body)
-        results = await self.services.replicas.fetch(fetch_request)
+        fetch_request.partitions, denied = access.authorized_partitions(request, Operation.READ,
+                                                                        fetch_request.partitions,
+                                                                        fetch_request.replica_id)
+        results = await self.services.replicas.fetch(fetch_request) if fetch_request.partitions or not denied else []
         results = await self.services.quotas.hold_http_fetch(fetch_request, results)
+        results += [protocol.FetchResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                    for item in denied]
         return 200, protocol.encode_fetch_response(results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
@@ -544,7 +561,7 @@ class BrokerApi:
             while True:
                 message = await socket.receive()
                 if message.type is WSMsgType.BINARY:
-                    await socket.send_bytes(await self._channel_call(message.data, limit))
+                    await socket.send_bytes(await self._channel_call(message.data, limit, request))
                 elif message.type is WSMsgType.TEXT:
                     await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
                     break
@@ -557,7 +574,7 @@ class BrokerApi:
                 self._channels.discard(task)
         return socket
 
-    async def _channel_call(self, data: bytes, limit: int) -> bytes:
+    async def _channel_call(self, data: bytes, limit: int, request: web.Request) -> bytes:
         started = time.perf_counter()
         name = "unknown"
         status = 500
@@ -572,10 +589,10 @@ class BrokerApi:
             pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
                 name = "produce"
-                status, pieces = await self._produce(body)
+                status, pieces = await self._produce(body, request)
             elif api == _CHANNEL_FETCH:
                 name = "fetch"
-                status, pieces = await self._fetch(body)
+                status, pieces = await self._fetch(body, request)
             else:
                 raise InvalidRequestError(f"unknown channel API key {api}")
         except Exception as exc:  # every failure is answered with its named error

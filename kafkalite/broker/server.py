@@ -28,6 +28,7 @@ from typing import Any
 
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService
+from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
@@ -65,6 +66,7 @@ from kafkalite.errors import (
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.acl import parse_super_users
 from kafkalite.security.sasl_config import check_broker_sasl, inter_broker_sasl
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
@@ -140,7 +142,9 @@ class Broker:
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
                                      self.transport),
             entity_configs=self.entity_configs,
-            quotas=BrokerQuotas.following(config, self.entity_configs))
+            quotas=BrokerQuotas.following(config, self.entity_configs),
+            authorizer=Authorizer(self.zookeeper, parse_super_users(config.super_users),
+                                  config.allow_everyone_if_no_acl_found) if config.authorizer_enabled() else None)
 
     def _authenticate_inter_broker_calls(self) -> None:
         """On a SASL inter-broker listener, the broker's own calls (forwarding, controlled shutdown,
@@ -168,6 +172,8 @@ class Broker:
         self.replica_manager.fenced_reason = "the broker is not registered yet"
         await self.metadata.start()
         await self.entity_configs.start()
+        if self.services.authorizer is not None:
+            await self.services.authorizer.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
         self.group_coordinator.start()
@@ -215,6 +221,8 @@ class Broker:
             await self._listener.stop()
         self.metadata.stop()
         self.entity_configs.stop()
+        if self.services.authorizer is not None:
+            self.services.authorizer.stop()
         await self.transport.close()
         try:
             await self.zookeeper.stop()

@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, validate_topic_name
+from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
@@ -745,3 +746,5 @@ class BrokerServices:
     entity_configs: EntityConfigs | None = None
     #: Client quotas (produce and fetch byte rates) both front ends record their requests in.
     quotas: BrokerQuotas = field(default_factory=lambda: BrokerQuotas(BrokerConfig()))
+    #: The ACL authorizer when ``authorizer.class.name`` is set; None: every request is allowed.
+    authorizer: Authorizer | None = None

@@ -61,6 +61,12 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+#: ACLs (Kafka's layout): literal patterns, prefixed patterns, and their change notifications.
+ACL_PATH = "/kafka-acl"
+ACL_PREFIXED_PATH = "/kafka-acl-extended/prefixed"
+ACL_CHANGES_PATH = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 #: Config entity types kafkalite stores under ``/config/<type>``.
 CONFIG_ENTITY_TYPES: tuple[str, ...] = ("topics", "brokers", "users", "clients")
@@ -162,6 +168,13 @@ def config_change_prefix_path() -> str:
 def isr_change_prefix_path() -> str:
     """Path to pass to a *sequential* create of an ISR change notification."""
     return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}"
+
+
+def acl_path(resource_type: str, name: str, prefixed: bool) -> str:
+    """``/kafka-acl/<ResourceType>/<name>``, or ``/kafka-acl-extended/prefixed/...`` for a prefix."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ZNodeDataError(f"invalid ACL resource name {name!r}")
+    return f"{ACL_PREFIXED_PATH if prefixed else ACL_PATH}/{resource_type}/{name}"
 
 
 def sequence_number(child_name: str, prefix: str) -> int:
@@ -687,6 +700,7 @@ __all__ = [
     "CONFIG_ENTITY_TYPES", "CONFIG_PATH", "CONFIG_TOPICS_PATH", "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH", "DEFAULT_BROKER_ENTITY", "DELETE_TOPICS_PATH", "ISR_CHANGE_NOTIFICATION_PATH",
     "ISR_CHANGE_PREFIX", "LATEST_PRODUCER_ID_BLOCK_PATH", "PERSISTENT_PATHS",
+    "ACL_PATH", "ACL_PREFIXED_PATH", "ACL_CHANGES_PATH", "ACL_EXTENDED_CHANGES_PATH", "ACL_CHANGE_PREFIX", "acl_path",
     "PREFERRED_REPLICA_ELECTION_PATH", "PRODUCER_ID_BLOCK_SIZE", "REASSIGN_PARTITIONS_PATH",
     "BrokerRegistration", "ClusterId", "ConfigChangeNotification", "ConfigEntity",
     "ControllerEpoch", "ControllerInfo", "IsrChangeNotification", "PartitionReassignment",

@@ -176,7 +176,7 @@ async def _metadata_handler(context: KafkaRequestContext, request: Any) -> Kafka
 
 def _connection(max_bytes: int = 1 << 20) -> tuple[KafkaConnection, RecordingTransport]:
     services = cast(BrokerServices, SimpleNamespace(config=BrokerConfig(socket_request_max_bytes=max_bytes),
-                                                    stats=BrokerStats()))
+                                                    stats=BrokerStats(), authorizer=None))
     registry = ApiRegistry([ApiHandler(3, 0, 12, _metadata_handler)])
     connection = KafkaConnection(services, registry, set())
     transport = RecordingTransport()

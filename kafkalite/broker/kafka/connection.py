@@ -34,7 +34,7 @@ import struct
 import time
 from typing import Any, cast
 
-from kafkalite.broker.kafka import codec
+from kafkalite.broker.kafka import access, codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.kafka.sasl_session import PRE_AUTHENTICATION_APIS, SaslSession
@@ -222,7 +222,9 @@ class KafkaConnection(asyncio.Protocol):
         started = time.perf_counter()
         failed = True
         try:
-            answer = await handler.handle(context, request)
+            authorizer = self.services.authorizer
+            answer = await (handler.handle(context, request) if authorizer is None else
+                            access.serve_kafka(authorizer, handler.handle, context, request))
             failed = False
         except BrokerResponseError as exc:
             log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)

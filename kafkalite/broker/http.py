@@ -40,7 +40,7 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import console, http_codec as codec, txn_http
+from kafkalite.broker import console, entity_config_http, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
@@ -371,6 +371,7 @@ def build_app(services: BrokerServices) -> web.Application:
             codec.decode_group_ids(body)), codec.encode_delete_groups)),
     ]
     routes += txn_http.routes(services)
+    routes += entity_config_http.routes(services)
     app.add_routes(routes)
     app.add_routes(console.routes(services, _json_response))
     if services.registry is not None:

@@ -29,6 +29,7 @@ from typing import Any
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.group_offsets import ReplicaOffsetLog
@@ -126,13 +127,15 @@ class Broker:
         self.schema_store = SchemaStore(BrokerSchemaTopic(config, metadata_service, records, admin_requests),
                                         config.request_timeout_ms)
         self._registry_listener: HttpListener | None = None
+        self.entity_configs = EntityConfigs(self.zookeeper)
         self.services = BrokerServices(
             config=config, metadata=metadata_service, replicas=replicas, records=records,
             controller=controller_service, admin=admin_requests, groups=self.group_coordinator,
             producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
             registry=self.schema_store, stats=self.stats,
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
-                                     self.transport))
+                                     self.transport),
+            entity_configs=self.entity_configs)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -147,6 +150,7 @@ class Broker:
         # session may still hold the registration (and so the leadership) for a while.
         self.replica_manager.fenced_reason = "the broker is not registered yet"
         await self.metadata.start()
+        await self.entity_configs.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
         self.group_coordinator.start()
@@ -193,6 +197,7 @@ class Broker:
         if self._listener is not None:
             await self._listener.stop()
         self.metadata.stop()
+        self.entity_configs.stop()
         await self.transport.close()
         try:
             await self.zookeeper.stop()

@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, validate_topic_name
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
@@ -739,3 +740,5 @@ class BrokerServices:
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Consumer lag of the groups this broker coordinates, for ``GET /metrics``.
     consumer_lag: ConsumerLag | None = None
+    #: The users/clients config entities (SCRAM credentials, quotas), followed from ZooKeeper.
+    entity_configs: EntityConfigs | None = None

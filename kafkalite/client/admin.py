@@ -115,6 +115,17 @@ class KafkaAdminClient:
     def describe_configs(self, config_resources: Sequence[ConfigResource], raise_errors: bool = True) -> dict[str, Any]:
         return self._loop.run(self._core.describe_configs(config_resources, raise_errors))
 
+    def describe_entity_configs(self) -> list[dict[str, Any]]:
+        """Every users/clients config entity: [{entity_path, user, client_id, configs}]."""
+        return self._loop.run(self._core.describe_entity_configs())
+
+    def alter_entity_configs(self, user: str | None, client_id: str | None, set_configs: dict[str, str],
+                             delete_configs: Sequence[str] = (), validate_only: bool = False) -> dict[str, str]:
+        """Set/delete configs of the entity ``user`` and/or ``client_id`` (``<default>`` for the default);
+        SCRAM keys take Kafka's stored credential text (see :func:`kafkalite.security.scram.new_credential`)."""
+        return self._loop.run(self._core.alter_entity_configs(user, client_id, set_configs, delete_configs,
+                                                              validate_only))
+
     def alter_configs(self, config_resources: Sequence[ConfigResource], validate_only: bool = False,
                       raise_errors: bool = True) -> dict[str, Any]:
         """Set the given configs; dynamic overrides not named are removed (AlterConfigs semantics)."""
@@ -249,6 +260,13 @@ class AIOKafkaAdminClient:
     async def describe_configs(self, config_resources: Sequence[ConfigResource],
                                raise_errors: bool = True) -> dict[str, Any]:
         return await self._core.describe_configs(config_resources, raise_errors)
+
+    async def describe_entity_configs(self) -> list[dict[str, Any]]:
+        return await self._core.describe_entity_configs()
+
+    async def alter_entity_configs(self, user: str | None, client_id: str | None, set_configs: dict[str, str],
+                                   delete_configs: Sequence[str] = (), validate_only: bool = False) -> dict[str, str]:
+        return await self._core.alter_entity_configs(user, client_id, set_configs, delete_configs, validate_only)
 
     async def alter_configs(self, config_resources: Sequence[ConfigResource], validate_only: bool = False,
                             raise_errors: bool = True) -> dict[str, Any]:

@@ -257,6 +257,20 @@ class AdminCore:
                 "brokers": [{"broker_id": item["id"], "host": item["host"], "port": item["port"],
                              "rack": item.get("rack")} for item in answer.get("brokers", [])]}
 
+    # -- users/clients config entities -------------------------------------------------------
+    async def describe_entity_configs(self) -> list[dict[str, Any]]:
+        """Every users/clients entity with configs (credentials as ``iterations=<n>`` only)."""
+        answer = await self._call("POST", protocol.DESCRIBE_ENTITY_CONFIGS, {})
+        return list(answer.get("entities", []))
+
+    async def alter_entity_configs(self, user: str | None, client_id: str | None, set_configs: dict[str, str],
+                                   delete_configs: Sequence[str], validate_only: bool) -> dict[str, str]:
+        """Set and delete configs of one users/clients entity; the entity's configs afterwards."""
+        answer = await self._call("POST", protocol.ALTER_ENTITY_CONFIGS, {
+            "user": user, "client_id": client_id, "set": dict(set_configs), "delete": list(delete_configs),
+            "validate_only": validate_only})
+        return dict(answer.get("configs", {}))
+
     # -- configs ------------------------------------------------------------------------------
     @staticmethod
     def _resource_body(resource: ConfigResource) -> dict[str, Any]:

@@ -43,9 +43,8 @@ class SecureCluster:
         return self.data / "admin.properties"
 
     def properties(self) -> dict[str, str]:
-        pairs = (line.split("=", 1) for line in self.properties_path.read_text().splitlines()
-                 if line and not line.startswith("#"))
-        return {key: value for key, value in pairs}
+        lines = [line for line in self.properties_path.read_text().splitlines() if line and not line.startswith("#")]
+        return {line.partition("=")[0]: line.partition("=")[2] for line in lines}
 
 
 def _port_free(port: int) -> bool:

@@ -200,3 +200,22 @@ def test_the_readme_tutorial_runs_with_command_config(secure: SecureCluster) -> 
     assert sum(int(lag) for _, _, _, lag in rows) == 3, result.stdout
     assert 'kafkalite_group_coordinator_consumer_lag{group="order-processing"' in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_the_readme_security_block_runs(secure: SecureCluster, tmp_path: Path) -> None:
+    match = re.search(r"<!-- readme-test: security -->\s*```\w+\n(.*?)```", README, re.S)
+    assert match, "README has no security block"
+    script = match.group(1)
+    script = script.replace("kafkalite-cluster.sh start --secure",
+                            f"kafkalite-cluster.sh start --secure --data-dir {secure.data}")
+    script = script.replace("var/cluster", str(secure.data)).replace("scripts/", f"{ROOT}/scripts/")
+    script = script.replace("localhost:9092", secure.bootstrap.split(",")[0])
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "already running" in result.stdout  # the cluster the fixture started, found by its data directory
+    assert "User:alice" in result.stdout  # the ACL listing
+    assert sorted(line for line in result.stdout.splitlines() if line in ("paid", "refunded")) == ["paid", "refunded"]
+    assert "alice may not delete payments" in result.stdout and "TOPIC_AUTHORIZATION_FAILED" in output, output
+    assert "Traceback" not in result.stderr

@@ -186,6 +186,10 @@ HTTP_NEEDS: dict[str, HttpNeeds] = {
     protocol.DESCRIBE_PRODUCERS: _partition_topics(READ),
     protocol.INIT_PRODUCER_ID: _http_init_producer_id,
     protocol.WRITE_TXN_MARKERS: _cluster(CLUSTER_ACTION),
+    # users/clients config entities (SCRAM credentials, quotas): Kafka's DescribeConfigs /
+    # AlterConfigs on the cluster, as for its client-quota and SCRAM-credential APIs
+    protocol.DESCRIBE_ENTITY_CONFIGS: _cluster(DESCRIBE_CONFIGS),
+    protocol.ALTER_ENTITY_CONFIGS: _cluster(ALTER_CONFIGS),
     protocol.CREATE_TOPICS: _http_create_topics,
     protocol.DELETE_TOPICS: lambda caller, body, path: topics_need(
         DELETE, protocol.require_list_of(_json(body), "topics", str)),

@@ -12,10 +12,10 @@ channel's WebSocket is authenticated by its upgrade request, once for the channe
 Basic sends the password with every request: over SASL_PLAINTEXT anyone on the path can read it,
 as with Kafka's PLAIN; use SASL_SSL where that matters.
 
-A request's listener is told by the local port it arrived on. With several listeners, the
-Metadata and FindCoordinator answers of the HTTP API carry the addresses advertised for the
-listener the request came in on (as on the Kafka protocol), so a client that bootstraps on a
-SASL listener stays on SASL listeners.
+A request's listener is told by the local port it arrived on. (The HTTP API's Metadata and
+FindCoordinator answers carry the addresses advertised for that listener, as on the Kafka
+protocol, so a client that bootstraps on a SASL listener stays on SASL listeners: see
+:mod:`kafkalite.broker.http`.)
 
 Cost: the key derivation (PBKDF2, thousands of iterations) runs in a worker thread, and a
 successful check is remembered (keyed by the user and a keyed hash of the password, bound to the
@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import dataclasses
 import hashlib
 import hmac
 import logging
@@ -42,11 +41,8 @@ from typing import Any
 from aiohttp import web
 
 from kafkalite import protocol
-from kafkalite.broker import txn_http
-from kafkalite.broker.group_api import FindCoordinatorAnswer, FindCoordinatorRequest
 from kafkalite.broker.services import BrokerServices
 from kafkalite.errors import SaslAuthenticationFailedError
-from kafkalite.protocol import BrokerEndpoint, ClusterMetadata
 from kafkalite.security import scram
 from kafkalite.security.principal import KafkaPrincipal
 
@@ -57,55 +53,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPEN_PATHS = frozenset({protocol.HEALTH, protocol.READY})
 _CACHE_SIZE = 4096
 _NEEDS_BASIC = "this listener needs HTTP Basic authentication (Authorization: Basic ...)"
-
-
-def request_listener(services: BrokerServices, request: web.BaseRequest) -> str | None:
-    """The name of the listener ``request`` came in on (by its local port), None when not known."""
-    transport = request.transport
-    sockname = transport.get_extra_info("sockname") if transport is not None else None
-    if not isinstance(sockname, tuple) or len(sockname) < 2:
-        return None
-    for listener in services.config.listener_list():
-        if listener.port == sockname[1]:
-            return listener.name
-    return None
-
-
-def _on_listener(services: BrokerServices, listener: str, broker_id: int) -> BrokerEndpoint | None:
-    registered = services.metadata.cache.brokers.get(broker_id)
-    return registered.listener_endpoint(listener) if registered is not None else None
-
-
-def metadata_for_listener(services: BrokerServices, request: web.BaseRequest,
-                          metadata: ClusterMetadata) -> ClusterMetadata:
-    """``metadata`` with the brokers' addresses on the request's listener (brokers without that
-    listener left out, as Kafka does); unchanged for a broker with one listener."""
-    if len(services.config.listener_list()) < 2:
-        return metadata
-    listener = request_listener(services, request)
-    if listener is None:
-        return metadata
-    brokers = [endpoint for broker in metadata.brokers
-               if (endpoint := _on_listener(services, listener, broker.broker_id)) is not None]
-    return dataclasses.replace(metadata, brokers=brokers)
-
-
-def coordinator_for_listener(services: BrokerServices, request: web.BaseRequest,
-                             answer: FindCoordinatorAnswer) -> FindCoordinatorAnswer:
-    """A FindCoordinator answer with the coordinator's address on the request's listener."""
-    if answer.error is not None or len(services.config.listener_list()) < 2:
-        return answer
-    listener = request_listener(services, request)
-    endpoint = _on_listener(services, listener, answer.node_id) if listener is not None else None
-    if endpoint is None:
-        return answer
-    return dataclasses.replace(answer, host=endpoint.host, port=endpoint.port)
-
-
-async def find_coordinator(services: BrokerServices, request: web.BaseRequest,
-                           query: FindCoordinatorRequest) -> FindCoordinatorAnswer:
-    """FindCoordinator on the HTTP API, answered with the request's listener's address."""
-    return coordinator_for_listener(services, request, await txn_http.find_coordinator(services, query))
 
 
 def sasl_ports(services: BrokerServices) -> frozenset[int]:
@@ -160,7 +107,7 @@ class BasicAuthenticator:
         return KafkaPrincipal.user(user)
 
 
-def basic_auth_middleware(services: BrokerServices, principal_key: str) -> Any | None:
+def basic_auth_middleware(services: BrokerServices, principal_key: web.RequestKey[KafkaPrincipal]) -> Any | None:
     """The middleware authenticating requests on SASL listeners (None when the broker has none)."""
     ports = sasl_ports(services)
     if not ports:

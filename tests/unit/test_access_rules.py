@@ -11,7 +11,7 @@ from kafkalite.broker.kafka.registry import ApiRegistry
 #: Kafka APIs open to everyone (ApiVersions, SaslHandshake, DescribeCluster, as in Kafka) or
 #: filtered rather than refused (Metadata, ListGroups, ListTransactions), and the two split
 #: partition by partition (Produce, Fetch).
-OPEN_OR_FILTERED_KAFKA = {18, 17, 60, 3, 16, 66, 0, 1}
+OPEN_OR_FILTERED_KAFKA = {18, 17, 36, 60, 3, 16, 66, 0, 1}  # 17, 36: the SASL handshake
 
 #: HTTP routes that need nothing (health, docs, cluster description, the console's read-only
 #: views, the schema registry's own API) or are checked elsewhere (produce, fetch and the binary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkalite.broker.tls_contexts import listener_contexts
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import ConfigError
 from kafkalite.security.sasl_config import check_broker_sasl, inter_broker_sasl, parse_jaas_config
@@ -55,10 +56,11 @@ def test_settings_kafkalite_cannot_honour_are_named(properties: dict[str, str], 
         check_broker_sasl(broker(**SASL_LISTENERS, **properties))
 
 
-def test_plaintext_listeners_need_no_sasl_settings_and_sasl_ssl_is_refused() -> None:
+def test_plaintext_listeners_need_no_sasl_settings_and_sasl_ssl_needs_tls_settings() -> None:
     check_broker_sasl(broker(listeners="PLAINTEXT://127.0.0.1:1"))
-    with pytest.raises(ConfigError, match="SASL_SSL"):
-        broker(listeners="SASL_SSL://127.0.0.1:1")
+    # a SASL_SSL listener without a keystore does not start (no silent plaintext)
+    with pytest.raises(ConfigError, match=r"ssl\.keystore"):
+        listener_contexts(broker(listeners="SASL_SSL://127.0.0.1:1"))
 
 
 def test_jaas_parsing() -> None:

@@ -135,6 +135,10 @@ KAFKA_NEEDS: dict[int, NeedsOf] = {
     42: lambda caller, request: ((DELETE, GROUP, group) for group in request.groups_names),
     43: lambda caller, request: [(ALTER, CLUSTER, CLUSTER_NAME)],
     44: lambda caller, request: _config_needs(request.resources, ALTER_CONFIGS),
+    48: lambda caller, request: [(DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME)],  # DescribeClientQuotas
+    49: lambda caller, request: [(ALTER_CONFIGS, CLUSTER, CLUSTER_NAME)],  # AlterClientQuotas
+    50: lambda caller, request: [(DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeUserScramCredentials
+    51: lambda caller, request: [(ALTER, CLUSTER, CLUSTER_NAME)],  # AlterUserScramCredentials
     47: lambda caller, request: [(DELETE, GROUP, request.group_id),
                                  *topics_need(READ, (topic.name for topic in request.topics))],
     61: lambda caller, request: topics_need(READ, (topic.name for topic in request.topics)),

@@ -266,7 +266,12 @@ class ScramServer:
         attributes = dict(_attributes(without_proof, "client-final message"))
         if attributes.get("c") != "biws":
             raise SaslAuthenticationFailedError("SCRAM channel binding is not supported (expected c=biws)")
-        if not hmac.compare_digest(attributes.get("r", "").encode(), self._nonce.encode()):
+        # Kafka's server accepts a final nonce that *ends* with the server-first nonce (some
+        # librdkafka releases, kcat's among them, put their client nonce in front once more)
+        final_nonce = attributes.get("r", "").encode()
+        expected = self._nonce.encode()
+        if len(final_nonce) < len(expected) or not hmac.compare_digest(final_nonce[len(final_nonce) - len(expected):],
+                                                                       expected):
             raise SaslAuthenticationFailedError("SCRAM nonce mismatch")
         proof = _unb64(proof_text, "SCRAM client proof")
         credential = self._credential

@@ -110,3 +110,25 @@ def test_an_unknown_user_gets_the_same_made_up_salt_each_time() -> None:
         server.receive_client_first(b"n,,n=ghost,r=abc")
         answers.append(server.server_first(None).split(b",")[1])
     assert answers[0] == answers[1] and answers[0].startswith(b"s=")
+
+
+def test_a_final_nonce_with_the_client_nonce_in_front_once_more_is_accepted_as_kafka_does() -> None:
+    """Debian's kcat (librdkafka 2.0) sends r=<client nonce><server-first nonce>; Kafka's server
+    checks only that the final nonce ends with the server-first one, and so does ours."""
+    import base64
+    import hashlib
+    import hmac
+
+    credential = scram.new_credential("SCRAM-SHA-256", "pencil")
+    server = scram.ScramServer("SCRAM-SHA-256")
+    server.receive_client_first(b"n,,n=user,r=cnonce")
+    first = server.server_first(credential).decode()
+    nonce = first.split(",")[0][2:]
+    without_proof = f"c=biws,r=cnonce{nonce}"
+    salted = scram.salted_password("SCRAM-SHA-256", "pencil", credential.salt, credential.iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    auth_message = f"n=user,r=cnonce,{first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    server.receive_client_final(f"{without_proof},p={proof}".encode())
+    assert server.complete

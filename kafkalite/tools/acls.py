@@ -38,7 +38,14 @@ from kafkalite.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ToolArgumentParser,
+    UsageError,
+    command_config_options,
+    run_cli,
+)
 
 
 def build_parser() -> ToolArgumentParser:
@@ -46,7 +53,8 @@ def build_parser() -> ToolArgumentParser:
                                 description="This tool helps to manage acls on kafka.")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="REQUIRED: the server(s) to connect to, e.g. localhost:9092")
-    parser.add_argument("--command-config", metavar="FILE", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     actions = parser.add_mutually_exclusive_group()
     actions.add_argument("--add", action="store_true", help="add ACLs")
     actions.add_argument("--remove", action="store_true", help="remove ACLs")
@@ -157,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidRequestError as exc:
         raise UsageError(str(exc).split(": ", 1)[-1]) from None
     principal_filter = args.principal
-    with KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="kafkalite-acls") as admin:
+    with KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="kafkalite-acls",
+                          **command_config_options(args.command_config)) as admin:
         if args.list:
             filters = [AclBindingFilter(resource_type, name, pattern_type, principal_filter)
                        for resource_type, name in resources] or [

@@ -480,7 +480,8 @@ def user_client_main(found: tuple[UserClientEntity, list[str]]) -> int:
                 additions[mechanism] = scram_credential_config(mechanism, additions[mechanism])
     elif arguments.add_config or arguments.add_config_file or arguments.delete_config:
         raise UsageError("--add-config, --add-config-file and --delete-config need --alter")
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs",
+                             **command_config_options(arguments.command_config))
     try:
         if arguments.alter:
             try:

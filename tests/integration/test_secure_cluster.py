@@ -179,8 +179,11 @@ def _secure_tutorial(secure: SecureCluster) -> str:
     for number, address in enumerate(secure.bootstrap.split(",")):
         script = script.replace(f"localhost:{9092 + number}", address)
     properties = str(secure.properties_path)
-    # every kafkalite tool gets the admin's settings, as README's security section says
-    script = re.sub(r"(scripts/kafkalite-[a-z-]+\.sh) ", rf"\1 --command-config {properties} ", script)
+    # every kafkalite tool gets the admin's settings, as README's security section says (Kafka's
+    # names: --producer.config and --consumer.config for the console tools, --command-config else)
+    script = re.sub(r"(scripts/kafkalite-console-producer\.sh) ", rf"\1 --producer.config {properties} ", script)
+    script = re.sub(r"(scripts/kafkalite-console-consumer\.sh) ", rf"\1 --consumer.config {properties} ", script)
+    script = re.sub(r"(scripts/kafkalite-(?!console-)[a-z-]+\.sh) ", rf"\1 --command-config {properties} ", script)
     values = secure.properties()
     script = script.replace('curl -s "http://$broker/metrics"',
                             f'curl -s --cacert {values["ssl.ca.location"]} -u admin:{values["sasl.password"]} '

@@ -222,3 +222,47 @@ def test_the_readme_security_block_runs(secure: SecureCluster, tmp_path: Path) -
     assert sorted(line for line in result.stdout.splitlines() if line in ("paid", "refunded")) == ["paid", "refunded"]
     assert "alice may not delete payments" in result.stdout and "TOPIC_AUTHORIZATION_FAILED" in output, output
     assert "Traceback" not in result.stderr
+
+
+def _https_post(secure: SecureCluster, path: str, body: bytes, user: str | None, password: str | None) -> bytes:
+    host, port = secure.bootstrap.split(",")[0].split(":")
+    context = ssl.create_default_context(cafile=secure.properties()["ssl.ca.location"])
+    headers = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n" \
+              f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+    if user is not None:
+        import base64
+        headers += "Authorization: Basic " + base64.b64encode(f"{user}:{password}".encode()).decode() + "\r\n"
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(headers.encode() + b"\r\n" + body)
+        reply = b""
+        while chunk := tls.recv(4096):
+            reply += chunk
+    return reply
+
+
+def test_controlled_shutdown_is_refused_to_anyone_but_the_brokers(secure: SecureCluster) -> None:
+    properties = str(secure.properties_path)
+    user = f"ops-{uuid.uuid4().hex[:6]}"
+    created = subprocess.run([str(ROOT / "scripts" / "kafkalite-configs.sh"), "--bootstrap-server",
+                              secure.bootstrap.split(",")[0], "--command-config", properties, "--alter",
+                              "--entity-type", "users", "--entity-name", user, "--add-config",
+                              "SCRAM-SHA-512=[iterations=8192,password=ops-secret]"],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stdout + created.stderr
+    body = b'{"broker_id": 2}'
+    unauthenticated = _https_post(secure, "/v1/admin/controlled_shutdown", body, None, None)
+    assert unauthenticated.startswith(b"HTTP/1.1 401") and b"SASL_AUTHENTICATION_FAILED" in unauthenticated
+    # an authenticated user without ClusterAction: refused, and broker 2 keeps its leaderships
+    refused = _https_post(secure, "/v1/admin/controlled_shutdown", body, user, "ops-secret")
+    assert refused.startswith(b"HTTP/1.1 403") and b"CLUSTER_AUTHORIZATION_FAILED" in refused, refused[:300]
+    status = _script("status", "--data-dir", str(secure.data), timeout=60)
+    assert status.returncode == 0 and status.stdout.count(" running") == 4, status.stdout + status.stderr
+    # the brokers' own calls (follower fetches over SASL_SSL) still work: a replicated write is acknowledged
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    producer = confluent_kafka.Producer({**secure.properties(), "bootstrap.servers": secure.bootstrap,
+                                         "acks": "all"})
+    delivered: list[object] = []
+    producer.produce(f"after-shutdown-{uuid.uuid4().hex[:6]}", b"v",
+                     on_delivery=lambda error, message: delivered.append(error))
+    assert producer.flush(30) == 0 and delivered == [None]

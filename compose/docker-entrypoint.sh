@@ -6,8 +6,10 @@
 #               becoming "." and "__" becoming "_" (KAFKALITE_BROKER_ID=2 → broker.id=2,
 #               KAFKALITE_ZOOKEEPER_CONNECT → zookeeper.connect, KAFKALITE_LISTENERS → listeners).
 #               Not turned into overrides: KAFKALITE_HOME, KAFKALITE_PYTHON, KAFKALITE_VENV,
-#               KAFKALITE_CONFIG (the properties file; default $KAFKALITE_HOME/config/server.properties)
-#               and KAFKALITE_LOG_LEVEL (the broker's logging level, default INFO).
+#               KAFKALITE_CONFIG (the properties file; default $KAFKALITE_HOME/config/server.properties),
+#               KAFKALITE_EXTRA_CONFIG (a properties file whose key=value lines become overrides
+#               before the variables', e.g. the secure variant's generated settings) and
+#               KAFKALITE_LOG_LEVEL (the broker's logging level, default INFO).
 #   zookeeper   Debian's ZooKeeper (QuorumPeerMain) with a zoo.cfg written from the official
 #               image's variables: ZOO_CLIENT_PORT (2181), ZOO_CLIENT_PORT_ADDRESS (127.0.0.1),
 #               ZOO_DATA_DIR (/var/lib/zookeeper/data), ZOO_DATA_LOG_DIR, ZOO_TICK_TIME (2000),
@@ -21,10 +23,16 @@ set -euo pipefail
 run_broker() {
     local config="${KAFKALITE_CONFIG:-$KAFKALITE_HOME/config/server.properties}"
     local -a overrides=()
-    local variable key
+    local variable key line
+    if [[ -n "${KAFKALITE_EXTRA_CONFIG:-}" ]]; then
+        [[ -r "$KAFKALITE_EXTRA_CONFIG" ]] || { echo "KAFKALITE_EXTRA_CONFIG: cannot read $KAFKALITE_EXTRA_CONFIG" >&2; exit 1; }
+        while IFS= read -r line || [[ -n "$line" ]]; do
+            [[ -z "$line" || "$line" == \#* ]] || overrides+=(--override "$line")
+        done <"$KAFKALITE_EXTRA_CONFIG"
+    fi
     for variable in $(compgen -e | LC_ALL=C sort); do
         case "$variable" in
-            KAFKALITE_HOME|KAFKALITE_PYTHON|KAFKALITE_VENV|KAFKALITE_CONFIG|KAFKALITE_LOG_LEVEL) continue ;;
+            KAFKALITE_HOME|KAFKALITE_PYTHON|KAFKALITE_VENV|KAFKALITE_CONFIG|KAFKALITE_EXTRA_CONFIG|KAFKALITE_LOG_LEVEL) continue ;;
             KAFKALITE_*) ;;
             *) continue ;;
         esac

@@ -12,6 +12,7 @@ Thread-safety: immutable values, safe from any thread.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,12 +313,38 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
         "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
     "schema.registry.listeners": _Setting("schema_registry_listeners", str),
     "log.format": _Setting("log_format", parse_log_format),
+    # TLS (kafkalite.security.tls reads the ssl.* settings themselves, see BrokerConfig.ssl_properties)
+    "security.inter.broker.protocol": _Setting("security_inter_broker_protocol", str),
+    # Client quotas and ZooKeeper's own security.
+    "quota.window.num": _Setting("quota_window_num", parse_int, 2),
+    "quota.window.size.seconds": _Setting("quota_window_size_seconds", parse_int, 1),
+    "zookeeper.set.acl": _Setting("zookeeper_set_acl", parse_bool),
+    "zookeeper.digest.auth": _Setting("zookeeper_digest_auth", str),
+    "authorizer.class.name": _Setting("authorizer_class_name", str),
+    "super.users": _Setting("super_users", str),
+    "allow.everyone.if.no.acl.found": _Setting("allow_everyone_if_no_acl_found", parse_bool),
 }
+
+#: The ``authorizer.class.name`` values that turn on kafkalite's ACL authorizer (Kafka's two names too).
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                          "kafkalite.broker.authorizer.Authorizer")
 
 # Settings that belong to the log (topic defaults), read by LogConfig.from_broker_properties.
 _LOG_PROPERTY_NAMES = set(BROKER_TO_TOPIC_NAMES) | {"log.retention.hours", "log.retention.minutes",
                                                      "log.roll.hours", "log.dirs", "log.dir"}
 
+
+#: The security protocols a listener may use (``listener.security.protocol.map``); any other
+#: stops the broker at start (no silent plaintext).
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+#: Kafka's TLS settings of a broker: ``ssl.<name>``, or ``listener.name.<listener>.ssl.<name>`` for one listener.
+_SSL_PROPERTY = re.compile(r"^(listener\.name\.[a-z0-9_.-]+\.)?ssl\.[a-z.]+$")
+
+#: Kafka's SASL settings of a broker (checked by kafkalite.security.sasl_config at start).
+_SASL_PROPERTY = re.compile(
+    r"^(listener\.name\.[a-z0-9_-]+\.)?(sasl\.enabled\.mechanisms|sasl\.jaas\.config|"
+    r"(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config)$|"
+    r"^sasl\.mechanism\.inter\.broker\.protocol$")
 
 #: Kafka's default ``listener.security.protocol.map``.
 DEFAULT_SECURITY_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
@@ -347,7 +374,7 @@ class BrokerConfig:
     ``log.dirs`` (or ``log.dir``). Listeners are ``NAME://host:port`` (``http://host:port`` is
     PLAINTEXT), each serving HTTP and Kafka's protocol; ``advertised.listeners``,
     ``listener.security.protocol.map`` and ``inter.broker.listener.name`` have Kafka's meaning
-    (PLAINTEXT listeners only).
+    (PLAINTEXT and SSL listeners; ``ssl.*`` settings are kept in ``ssl_properties``).
     """
 
     broker_id: int = 0
@@ -358,6 +385,10 @@ class BrokerConfig:
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
     inter_broker_listener_name: str | None = None
+    #: The SASL settings, as given: ``sasl.enabled.mechanisms``, ``sasl.mechanism.inter.broker.protocol``,
+    #: ``sasl.jaas.config`` and their ``listener.name.<listener>.`` forms (see
+    #: :func:`kafkalite.security.sasl_config.sasl_settings`).
+    sasl_properties: tuple[tuple[str, str], ...] = ()
     log_dirs: tuple[str, ...] = ("/tmp/kafkalite-logs",)
     zookeeper_connect: str = "127.0.0.1:2181/kafkalite"
     zookeeper_session_timeout_ms: int = 18_000
@@ -407,16 +438,42 @@ class BrokerConfig:
     #: ``http://host:port``: also serve the schema registry at the root of this address (it is
     #: always served under ``/registry`` on the broker's listener).
     schema_registry_listeners: str | None = None
+    #: Client quotas: rates are measured over ``quota.window.num`` windows of
+    #: ``quota.window.size.seconds`` (Kafka's defaults 11 × 1 s).
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    #: ``zookeeper.set.acl=true``: znodes the broker creates get Kafka's secure ACLs (all rights
+    #: for the authenticated creator, read for anyone except under /config/users and
+    #: /config/brokers); it needs ``zookeeper.digest.auth``.
+    zookeeper_set_acl: bool = False
+    #: ``user:password``: the broker's ZooKeeper session authenticates with the digest scheme
+    #: (what Kafka's JAAS ``Client`` section with ``DigestLoginModule`` does).
+    zookeeper_digest_auth: str | None = None
+    #: ACL authorization: ``authorizer.class.name`` (empty: none), ``super.users`` (``User:a;User:b``)
+    #: and ``allow.everyone.if.no.acl.found`` (see :meth:`authorizer_enabled`).
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     log: LogConfig = LogConfig()
     unknown: tuple[str, ...] = ()
+    #: ``security.inter.broker.protocol``: the listener of that name is the inter-broker one
+    #: (an alternative to ``inter.broker.listener.name``, as in Kafka).
+    security_inter_broker_protocol: str | None = None
+    #: The ``ssl.*`` and ``listener.name.<listener>.ssl.*`` settings, as given (see
+    #: :func:`kafkalite.security.tls.listener_ssl_settings`).
+    ssl_properties: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
         """Build from parsed properties; bad values raise ConfigError naming the key."""
         changes: dict[str, Any] = {}
         unknown: list[str] = []
+        ssl_properties: list[tuple[str, str]] = []
         for name, raw in properties.items():
             setting = _BROKER_SETTINGS.get(name)
+            if setting is None and _SSL_PROPERTY.match(name):
+                ssl_properties.append((name, raw))
+                continue
             if setting is None:
                 if name not in _LOG_PROPERTY_NAMES:
                     unknown.append(name)
@@ -436,15 +493,37 @@ class BrokerConfig:
             changes["log_dirs"] = parts
         if changes.get("broker_rack") == "":
             changes["broker_rack"] = None
+        # SASL (kafkalite.security.sasl_config reads and checks them, see BrokerConfig.sasl_properties)
+        sasl = sorted((name, raw) for name, raw in properties.items() if _SASL_PROPERTY.match(name))
+        if sasl:
+            changes["sasl_properties"] = tuple(sasl)
+            unknown = [name for name in unknown if not _SASL_PROPERTY.match(name)]
         try:
             changes["log"] = LogConfig.from_broker_properties(properties)
         except ConfigError as exc:
             raise ConfigError(f"server properties: {exc}") from None
-        config = cls(**changes, unknown=tuple(sorted(unknown)))
+        config = cls(**changes, unknown=tuple(sorted(unknown)), ssl_properties=tuple(sorted(ssl_properties)))
         config.advertised_listener_list()  # validates the listener settings
         config.inter_broker_listener()
         config.schema_registry_address()
+        config.zookeeper_auth_data()
+        config.authorizer_enabled()
         return config
+
+    def zookeeper_auth_data(self) -> list[tuple[str, str]]:
+        """The authentication the broker's ZooKeeper session sends (``[("digest", "user:pass")]``
+        or none); ConfigError for a malformed ``zookeeper.digest.auth`` or for
+        ``zookeeper.set.acl=true`` without it (an unauthenticated creator could not write its own
+        znodes)."""
+        digest = self.zookeeper_digest_auth
+        if digest is not None:
+            user, colon, password = digest.partition(":")
+            if not colon or not user or not password:
+                raise ConfigError("zookeeper.digest.auth must be user:password")
+        if self.zookeeper_set_acl and digest is None:
+            raise ConfigError("zookeeper.set.acl=true needs an authenticated ZooKeeper session: "
+                              "set zookeeper.digest.auth=user:password")
+        return [("digest", digest)] if digest is not None else []
 
     @classmethod
     def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
@@ -473,9 +552,25 @@ class BrokerConfig:
         return tuple(listeners)
 
     def listener_list(self) -> tuple[Listener, ...]:
-        """The listeners to bind (``listeners``), each with a PLAINTEXT security protocol in
-        ``listener.security.protocol.map`` (Kafka's default map when unset)."""
+        """The listeners to bind (``listeners``), each with a supported security protocol
+        (:data:`SUPPORTED_SECURITY_PROTOCOLS`) in ``listener.security.protocol.map`` (Kafka's
+        default map when unset)."""
         listeners = self._parse_listeners(self.listeners, "listeners")
+        protocols = self.security_protocol_map()
+        for listener in listeners:
+            security = protocols.get(listener.name)
+            if security is None:
+                raise ConfigError(f"listener {listener.name} has no security protocol in "
+                                  "listener.security.protocol.map")
+            if security not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"listener {listener.name} uses {security}: only "
+                                  f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))} listeners are supported "
+                                  "(listener.security.protocol.map)")
+        return listeners
+
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as listener name → security protocol (Kafka's
+        default map when unset)."""
         protocols = dict(DEFAULT_SECURITY_PROTOCOLS)
         if self.listener_security_protocol_map:
             protocols = {}
@@ -485,14 +580,11 @@ class BrokerConfig:
                     raise ConfigError("listener.security.protocol.map must look like NAME:PROTOCOL[,NAME:PROTOCOL], "
                                       f"got {self.listener_security_protocol_map!r}")
                 protocols[name.strip().upper()] = protocol.strip().upper()
-        for listener in listeners:
-            security = protocols.get(listener.name)
-            if security is None:
-                raise ConfigError(f"listener {listener.name} has no security protocol in "
-                                  "listener.security.protocol.map")
-            if security != "PLAINTEXT":
-                raise ConfigError(f"listener {listener.name} uses {security}: only PLAINTEXT listeners are supported")
-        return listeners
+        return protocols
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of listener ``listener_name`` (PLAINTEXT, SSL, ...)."""
+        return self.security_protocol_map().get(listener_name.upper(), "PLAINTEXT")
 
     def advertised_listener_list(self) -> tuple[Listener, ...]:
         """What clients are told, per listener: the ``advertised.listeners`` entry of the same
@@ -513,10 +605,19 @@ class BrokerConfig:
             for listener in listeners)
 
     def inter_broker_listener(self) -> Listener:
-        """The advertised listener brokers reach each other on: ``inter.broker.listener.name``, by
-        default PLAINTEXT when there is one, else the first listener."""
+        """The advertised listener brokers reach each other on: ``inter.broker.listener.name``
+        (or the listener named after ``security.inter.broker.protocol``; not both), by default
+        PLAINTEXT when there is one, else the first listener."""
         advertised = self.advertised_listener_list()
         wanted = (self.inter_broker_listener_name or "").strip().upper()
+        by_protocol = (self.security_inter_broker_protocol or "").strip().upper()
+        if wanted and by_protocol:
+            raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol may be set")
+        if by_protocol:
+            if by_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"security.inter.broker.protocol {by_protocol} is not supported "
+                                  f"(only {', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))})")
+            wanted = by_protocol
         if not wanted:
             wanted = "PLAINTEXT" if any(item.name == "PLAINTEXT" for item in advertised) else advertised[0].name
         for listener in advertised:
@@ -541,8 +642,25 @@ class BrokerConfig:
         listener = self._parse_listeners(value, "schema.registry.listeners")[0]
         return listener.host, listener.port
 
+    def authorizer_enabled(self) -> bool:
+        """Whether ACLs are enforced: ``authorizer.class.name`` names the ACL authorizer (one of
+        :data:`AUTHORIZER_CLASS_NAMES`); empty means no authorization; anything else, and a
+        malformed ``super.users``, is a ConfigError naming the setting."""
+        name = self.authorizer_class_name.strip()
+        if name and name not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(f"authorizer.class.name {name!r} is not supported; use one of "
+                              f"{', '.join(AUTHORIZER_CLASS_NAMES)} (or leave it empty for no authorization)")
+        for user in (part.strip() for part in self.super_users.split(";")):
+            if user and (":" not in user or user.startswith(":") or user.endswith(":")):
+                raise ConfigError(f"super.users must look like User:a;User:b, got {self.super_users!r}")
+        return bool(name)
+
     def advertised_address(self) -> tuple[str, int]:
         """(host, port) other brokers and kafkalite's HTTP clients are told: the inter-broker
         listener's advertised address."""
         listener = self.inter_broker_listener()
         return listener.host, listener.port
+
+    def is_sasl_listener(self, listener_name: str) -> bool:
+        """Whether listener ``listener_name`` authenticates with SASL (SASL_PLAINTEXT or SASL_SSL)."""
+        return self.security_protocol(listener_name).startswith("SASL_")

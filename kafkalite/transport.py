@@ -31,6 +31,10 @@ connection without waiting, or starts opening one in the background and returns 
 caller that serves several brokers (the producer's sender) never blocks on one that does not
 answer.
 
+With an ``ssl_context`` every connection is TLS: ``https://`` for the JSON calls and the
+channel's WebSocket over TLS (``wss://``), with the context's certificate and host-name checks;
+a failed handshake is a KafkaConnectionError, never a fallback to plain TCP.
+
 Concurrency: one AsyncTransport per event loop; coroutines and callbacks on that loop only.
 """
 
@@ -42,6 +46,7 @@ import hashlib
 import json
 import logging
 import os
+import ssl
 import struct
 import time
 from collections import deque
@@ -57,6 +62,7 @@ from kafkalite.errors import (
     KafkaliteError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
+    SaslAuthenticationFailedError,
     UnknownServerError,
 )
 
@@ -83,6 +89,11 @@ _RECONNECT_BACKOFF_S = 0.05
 _RECONNECT_BACKOFF_MAX_S = 1.0
 
 
+def basic_authorization(user: str, password: str) -> str:
+    """The ``Authorization`` header value of HTTP Basic credentials."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 class PipelinedConnection(asyncio.Protocol):
     """One binary channel (a WebSocket on ``/v1/channel``) with pipelined requests.
 
@@ -98,8 +109,10 @@ class PipelinedConnection(asyncio.Protocol):
     """
 
     def __init__(self, address: str, request_timeout_ms: int, client_id: str,
-                 on_timeout: Callable[[str], None] | None = None) -> None:
+                 on_timeout: Callable[[str], None] | None = None, authorization: str | None = None) -> None:
         self.address = address
+        #: The ``Authorization`` header of the channel's opening (HTTP Basic on SASL listeners).
+        self._authorization = authorization
         self.request_timeout_ms = request_timeout_ms
         self._client_id = client_id
         self._on_request_timeout = on_timeout
@@ -126,10 +139,11 @@ class PipelinedConnection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = stream = cast(asyncio.Transport, transport)  # a stream connection's transport
-        stream.write(
+        authorization = f"Authorization: {self._authorization}\r\n" if self._authorization else ""
+        stream.write((
             f"GET {protocol.CHANNEL} HTTP/1.1\r\nHost: {self.address}\r\nUser-Agent: kafkalite/{self._client_id}\r\n"
-            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-            f"Sec-WebSocket-Key: {self._key.decode('ascii')}\r\n\r\n".encode("latin-1"))
+            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n{authorization}"
+            f"Sec-WebSocket-Key: {self._key.decode('ascii')}\r\n\r\n").encode("latin-1"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = f"connection to {self.address} lost" + (f": {exc}" if exc else "")
@@ -273,6 +287,13 @@ class PipelinedConnection(asyncio.Protocol):
             return
         lines = data[:end].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
+        if len(parts) >= 2 and parts[1] == "401":  # a SASL listener refused the credentials: not worth a retry
+            failure = SaslAuthenticationFailedError(f"{self.address} refused the binary channel's credentials "
+                                                    "(HTTP Basic: sasl_plain_username / sasl_plain_password)")
+            if not self._handshake.done():
+                self._handshake.set_exception(failure)
+                self._handshake.exception()  # retrieved: wait_ready re-raises it
+            raise KafkaConnectionError(str(failure))
         if len(parts) < 2 or parts[1] != "101":
             raise KafkaConnectionError(f"{self.address} refused the binary channel: {lines[0]!r}")
         accept = ""
@@ -400,8 +421,12 @@ class AsyncTransport:
     """Pooled HTTP client for broker APIs (see the module docstring)."""
 
     def __init__(self, *, request_timeout_ms: int = 30_000, connections_per_host: int = 8,
-                 client_id: str = "kafkalite", connect_timeout_ms: int = 10_000) -> None:
+                 client_id: str = "kafkalite", connect_timeout_ms: int = 10_000,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.request_timeout_ms = request_timeout_ms
+        #: TLS for every connection (https and the channel's WebSocket over TLS) when set.
+        self.ssl_context = ssl_context
+        self._scheme = "https" if ssl_context is not None else "http"
         self.connections_per_host = connections_per_host
         self.client_id = client_id
         self.connect_timeout_ms = connect_timeout_ms
@@ -413,6 +438,12 @@ class AsyncTransport:
         self._failed_at: dict[str, float] = {}
         self._failures_in_row: dict[str, int] = {}
         self._closed = False
+        #: ``Basic ...`` sent with every request and channel opening (see :meth:`set_credentials`).
+        self.authorization: str | None = None
+
+    def set_credentials(self, user: str, password: str) -> None:
+        """Authenticate every later request and channel with HTTP Basic as ``user`` (SASL listeners)."""
+        self.authorization = basic_authorization(user, password)
 
     # -- per-broker state ---------------------------------------------------------------------
     def note_failure(self, address: str) -> None:
@@ -492,7 +523,8 @@ class AsyncTransport:
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.connections_per_host,
-                                             force_close=False, enable_cleanup_closed=False)
+                                             force_close=False, enable_cleanup_closed=False,
+                                             ssl=self.ssl_context if self.ssl_context is not None else True)
             self._session = aiohttp.ClientSession(
                 connector=connector, headers={"User-Agent": f"kafkalite/{self.client_id}"},
                 auto_decompress=False, skip_auto_headers=("Accept-Encoding",))
@@ -549,11 +581,15 @@ class AsyncTransport:
         try:
             _, connection = await asyncio.wait_for(
                 loop.create_connection(lambda: PipelinedConnection(address, self.request_timeout_ms, self.client_id,
-                                                                   self.note_failure),
-                                       host.strip("[]") or "127.0.0.1", port),
+                                                                   self.note_failure, self.authorization),
+                                       host.strip("[]") or "127.0.0.1", port, ssl=self.ssl_context,
+                                       server_hostname=(host.strip("[]") or "127.0.0.1")
+                                       if self.ssl_context is not None else None),
                 self.connect_timeout_ms / 1000)
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {address} timed out") from None
+        except ssl.SSLError as exc:
+            raise KafkaConnectionError(f"TLS handshake with {address} failed: {exc}") from None
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {address}: {exc.strerror or exc}") from None
         await connection.wait_ready(self.connect_timeout_ms / 1000)
@@ -571,7 +607,7 @@ class AsyncTransport:
                       timeout_ms: int | None = None) -> bytes:
         """Send one request; returns the body of a 2xx response, raises a named error otherwise."""
         session = self._ensure_session()
-        headers = {}
+        headers = {"Authorization": self.authorization} if self.authorization else {}
         data: Any = None
         if json_body is not None:
             data = protocol.dumps(json_body)
@@ -581,7 +617,7 @@ class AsyncTransport:
                 if isinstance(body, list) else body
             headers["Content-Type"] = protocol.BINARY_CONTENT_TYPE
         total = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
-        url = f"http://{address}{path}"
+        url = f"{self._scheme}://{address}{path}"
         self._json_in_flight[address] = self._json_in_flight.get(address, 0) + 1
         try:
             async with session.request(method, url, data=data, params=params, headers=headers,

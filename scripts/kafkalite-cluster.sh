@@ -24,7 +24,7 @@ readonly CHROOT=/kafkalite
 
 usage() {
     cat <<'EOF'
-Usage: kafkalite-cluster.sh start|stop|status [--brokers N] [--base-port P] [--data-dir DIR]
+Usage: kafkalite-cluster.sh start|stop|status [--brokers N] [--base-port P] [--data-dir DIR] [--secure]
 
 A local kafkalite cluster on 127.0.0.1: one ZooKeeper and N brokers with ids 1..N.
 
@@ -44,10 +44,15 @@ Options:
                    ZooKeeper 2181, brokers 9092, 9093, 9094, ...
   --data-dir DIR   where the cluster keeps everything (default: var/cluster in the
                    repository)
+  --secure         (start) a secure cluster: TLS and SASL/SCRAM-SHA-512 on every listener
+                   (SASL_SSL, brokers too), the ACL authorizer with the super user "admin";
+                   makes a CA and broker certificate under DIR/security and writes
+                   DIR/admin.properties (the admin's client settings, for --command-config,
+                   kcat -F or confluent-kafka); remembered like the shape
   -h, --help       show this help
 
-The broker count and ports are remembered in DIR: later commands on DIR need no options.
-They can change only while the whole cluster is stopped.
+The broker count, ports and --secure are remembered in DIR: later commands on DIR need no
+options. They can change only while the whole cluster is stopped.
 Each broker's server.properties is config/server.properties with the broker's id,
 listener, log.dirs and zookeeper.connect, zookeeper.session.timeout.ms=6000 and
 default.replication.factor = offsets.topic.replication.factor = min(3, N). Broker 1 also
@@ -90,6 +95,7 @@ positive_number() {
 command=""
 brokers_option=""
 base_port_option=""
+secure_option=""
 data_dir="$KAFKALITE_HOME/var/cluster"
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -112,6 +118,7 @@ while [[ $# -gt 0 ]]; do
                 || usage_error "--base-port must be a port number, got '$base_port_option'"
             base_port_option="$((10#$base_port_option))"
             shift ;;
+        --secure) secure_option=true; shift ;;
         --data-dir=*)
             data_dir="${1#*=}"
             [[ -n "$data_dir" ]] || usage_error "--data-dir needs a value"
@@ -129,13 +136,15 @@ state_value() {
 
 # Fills brokers and base_port (empty: Kafka's ports) from the options and the saved shape.
 load_shape() {
-    local saved_brokers="" saved_base=""
+    local saved_brokers="" saved_base="" saved_secure=""
     have_state=false
     if [[ -f "$data_dir/cluster.properties" ]]; then
         have_state=true
         saved_brokers="$(state_value brokers)"
         saved_base="$(state_value base.port)"
+        saved_secure="$(state_value secure)"
     fi
+    secure="${secure_option:-${saved_secure:-false}}"
     brokers="${brokers_option:-${saved_brokers:-3}}"
     if [[ -n "$base_port_option" ]]; then
         base_port="$base_port_option"
@@ -145,13 +154,15 @@ load_shape() {
         base_port=""
     fi
     shape_changed=false
-    if $have_state && [[ "$brokers" != "$saved_brokers" || "$base_port" != "$saved_base" ]]; then
+    if $have_state && [[ "$brokers" != "$saved_brokers" || "$base_port" != "$saved_base" \
+                         || "$secure" != "${saved_secure:-false}" ]]; then
         shape_changed=true
     fi
     if [[ -n "$base_port" ]] && (( base_port + brokers > 65535 )); then
         usage_error "--base-port $base_port leaves no room for $brokers brokers below port 65536"
     fi
     saved_shape="--brokers ${saved_brokers:-?}${saved_base:+ --base-port $saved_base}"
+    if [[ "$saved_secure" == true ]]; then saved_shape+=" --secure"; fi
 }
 
 zookeeper_port() {
@@ -235,8 +246,14 @@ print_status() {
 
 # broker_ready PORT: the broker on 127.0.0.1:PORT answers GET /ready with 200.
 broker_ready() {
-    "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=3)' \
-        "http://127.0.0.1:$1/ready" >/dev/null 2>&1
+    "$PYTHON" -c 'import sys; from kafkalite.local.secure import get_json; get_json(sys.argv[2], int(sys.argv[1]), "/ready", 3)' \
+        "$1" "$(secure_dir)" >/dev/null 2>&1
+}
+
+# secure_dir: the data directory when the cluster is secure (the probes then go over TLS as
+# the admin), else nothing.
+secure_dir() {
+    if [[ "$secure" == true ]]; then echo "$data_dir"; fi
 }
 
 # port_in_use PORT: something accepts connections on 127.0.0.1:PORT.
@@ -295,16 +312,22 @@ write_zookeeper_properties() {
 }
 
 write_broker_properties() {
-    local broker="$1" port registry=()
+    local broker="$1" port registry=() scheme=PLAINTEXT line
     port="$(broker_port "$broker")"
-    if (( broker == 1 )); then
+    if [[ "$secure" == true ]]; then
+        # every listener is SASL_SSL: no plaintext schema-registry port (it stays under /registry)
+        scheme=SASL_SSL
+        while IFS= read -r line; do
+            [[ -z "$line" || "$line" == \#* ]] || registry+=("$line")
+        done <"$data_dir/security/server.properties"
+    elif (( broker == 1 )); then
         registry=("schema.registry.listeners=http://127.0.0.1:$(schema_registry_port)")
     fi
     mkdir -p -- "$data_dir/broker-$broker"
     generate "$KAFKALITE_HOME/config/server.properties" "$(broker_properties "$broker")" \
         "broker.id=$broker" \
-        "listeners=PLAINTEXT://127.0.0.1:$port" \
-        "advertised.listeners=PLAINTEXT://127.0.0.1:$port" \
+        "listeners=$scheme://127.0.0.1:$port" \
+        "advertised.listeners=$scheme://127.0.0.1:$port" \
         "log.dirs=$data_dir/broker-$broker/data" \
         "zookeeper.connect=127.0.0.1:$(zookeeper_port)$CHROOT" \
         "zookeeper.session.timeout.ms=6000" \
@@ -329,23 +352,22 @@ wait_registered() {
     for ((broker = 1; broker <= brokers; broker++)); do
         ports+=("$(broker_port "$broker")")
     done
-    "$PYTHON" - "$READY_TIMEOUT_SECONDS" "${ports[@]}" <<'PY'
-import json
+    "$PYTHON" - "$READY_TIMEOUT_SECONDS" "$(secure_dir)" "${ports[@]}" <<'PY'
 import sys
 import time
-import urllib.request
+
+from kafkalite.local.secure import get_json
 
 timeout = float(sys.argv[1])
-ports = [int(port) for port in sys.argv[2:]]
+secure_dir = sys.argv[2]
+ports = [int(port) for port in sys.argv[3:]]
 wanted = set(range(1, len(ports) + 1))
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 deadline = time.monotonic() + timeout
 while True:
     views = {}
     for broker, port in enumerate(ports, start=1):
         try:
-            with opener.open(f"http://127.0.0.1:{port}/v1/admin/describe_cluster", timeout=2) as response:
-                views[broker] = json.load(response)
+            views[broker] = get_json(secure_dir, port, "/v1/admin/describe_cluster", 2)
         except (OSError, ValueError):
             views[broker] = None
     complete = [view for view in views.values()
@@ -422,8 +444,8 @@ command_start() {
             fail "port $(broker_port "$broker") (broker $broker) is already in use by another process; choose other ports with --base-port"
         fi
     done
-    printf '# kafkalite-cluster.sh: the shape of the cluster in this directory.\nbrokers=%s\nbase.port=%s\n' \
-        "$brokers" "$base_port" >"$data_dir/cluster.properties"
+    printf '# kafkalite-cluster.sh: the shape of the cluster in this directory.\nbrokers=%s\nbase.port=%s\nsecure=%s\n' \
+        "$brokers" "$base_port" "$secure" >"$data_dir/cluster.properties"
 
     if [[ -n "$zookeeper_pid" ]]; then
         say "ZooKeeper already running (pid $zookeeper_pid, 127.0.0.1:$(zookeeper_port))"
@@ -432,6 +454,13 @@ command_start() {
         write_zookeeper_properties
         "$SCRIPTS/zookeeper-server-start.sh" -daemon "$(zookeeper_properties)" 9>&- \
             || fail "ZooKeeper did not start (see above); nothing else was started"
+    fi
+
+    if [[ "$secure" == true ]]; then
+        say "preparing security: CA and broker certificate, the admin user's SCRAM credential in ZooKeeper"
+        "$PYTHON" -m kafkalite.local.secure prepare --data-dir "$data_dir" \
+            --zookeeper "127.0.0.1:$(zookeeper_port)$CHROOT" 9>&- \
+            || fail "could not prepare the secure cluster (see above); ZooKeeper keeps running"
     fi
 
     # Brokers start in parallel; each launcher waits until its broker has started.
@@ -477,6 +506,14 @@ command_start() {
     done
     say "cluster ready: $brokers broker(s), controller $controller, ZooKeeper 127.0.0.1:$(zookeeper_port)$CHROOT"
     say "bootstrap servers: $bootstrap"
+    if [[ "$secure" == true ]]; then
+        say "secure: SASL_SSL with SCRAM-SHA-512 and ACLs; the super user's client settings are in $data_dir/admin.properties"
+        say "  kafkalite tools:  scripts/kafkalite-topics.sh --bootstrap-server $bootstrap --command-config $data_dir/admin.properties --list"
+        say "  kcat:             kcat -b $bootstrap -F $data_dir/admin.properties -L"
+        say "  confluent-kafka:  the keys of admin.properties as the client's configuration"
+        say "  other users:      scripts/kafkalite-configs.sh --bootstrap-server $bootstrap --command-config $data_dir/admin.properties --alter --entity-type users --entity-name alice --add-config 'SCRAM-SHA-512=[password=alice-secret]'"
+        say "  their rights:     scripts/kafkalite-acls.sh --bootstrap-server $bootstrap --command-config $data_dir/admin.properties --add --allow-principal User:alice --operation Read --topic orders"
+    fi
 }
 
 command_stop() {
@@ -496,15 +533,12 @@ command_stop() {
     # The controller stops last, so that leadership moves only once.
     if (( ${#broker_pids[@]} > 0 )); then
         for broker in "${!broker_pids[@]}"; do
-            answer="$("$PYTHON" - "$(broker_port "$broker")" <<'PY' 2>/dev/null || true
-import json
+            answer="$("$PYTHON" - "$(broker_port "$broker")" "$(secure_dir)" <<'PY' 2>/dev/null || true
 import sys
-import urllib.request
 
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-url = f"http://127.0.0.1:{sys.argv[1]}/v1/admin/describe_cluster"
-with opener.open(url, timeout=3) as response:
-    print(json.load(response)["controller_id"])
+from kafkalite.local.secure import get_json
+
+print(get_json(sys.argv[2], int(sys.argv[1]), "/v1/admin/describe_cluster", 3)["controller_id"])
 PY
 )"
             if [[ "$answer" =~ ^[0-9]+$ ]]; then

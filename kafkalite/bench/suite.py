@@ -21,6 +21,10 @@
   ``min.insync.replicas=2``: ``send()`` in transactions of 100 and of 10,000 records, printed
   beside the same producer idempotent without transactions, with
   :mod:`kafkalite.bench.transactions` (target at 10,000 records per transaction ≥ 0.8× idempotent).
+* **P8** TLS: the bulk producer (``send_batch()``, acks=1) and consumer (``poll_batches()``) on the
+  1-broker cluster's SSL listener, printed beside the same runs on its PLAINTEXT listener
+  (target ≥ 0.8× plaintext), with the tools' ``--producer.config`` / ``--consumer.config``
+  (``security.protocol=SSL``, ``ssl.ca.location``) and certificates from :mod:`kafkalite.security.certs`.
 
 P1–P4 (and P6 and P7, with their own programs) run the command-line tools (``kafkalite.tools.producer_perf_test``,
 ``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
@@ -76,7 +80,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS_PATH = ROOT / "docs" / "performance.md"
 RESULTS_START = "<!-- benchmark-suite-results:start -->"
 RESULTS_END = "<!-- benchmark-suite-results:end -->"
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -124,6 +128,7 @@ class Sizes:
     p7_records: int
     p7_small_records: int
     tool_timeout: float
+    p8_records: int
     budget_seconds: float
     p5_reserve_seconds: float
 
@@ -134,12 +139,12 @@ class Sizes:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
                        p5_probe_bytes=128 * MiB, p6_records=1_000_000, p7_records=300_000, p7_small_records=30_000,
-                       tool_timeout=60.0, budget_seconds=170.0,
+                       tool_timeout=60.0, p8_records=1_000_000, budget_seconds=170.0,
                        p5_reserve_seconds=45.0)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
                    p5_probe_bytes=256 * MiB, p6_records=3_000_000, p7_records=1_000_000, p7_small_records=100_000,
-                   tool_timeout=240.0, budget_seconds=840.0,
+                   tool_timeout=240.0, p8_records=3_000_000, budget_seconds=840.0,
                    p5_reserve_seconds=180.0)
 
 
@@ -282,9 +287,14 @@ class Environment:
         #: the current cluster once every broker of it is up (what the metrics scraper scrapes)
         self.running: BrokerCluster | None = None
         self.cluster_number = 0
+        #: With ``start_cluster(tls=True)``: the brokers' SSL listener addresses and the client
+        #: properties file (``security.protocol=SSL``, ``ssl.ca.location``) that reaches them.
+        self.tls_bootstrap = ""
+        self.tls_client_properties: Path | None = None
 
-    def start_cluster(self, size: int) -> BrokerCluster:
-        """Stop the current cluster (deleting its data) and start one of ``size`` brokers."""
+    def start_cluster(self, size: int, tls: bool = False) -> BrokerCluster:
+        """Stop the current cluster (deleting its data) and start one of ``size`` brokers (each
+        with an SSL listener beside its PLAINTEXT one when ``tls``)."""
         self.stop_cluster()
         if self.zookeeper is None:
             ensure_zookeeper_installed()
@@ -295,6 +305,8 @@ class Environment:
         chroot = f"{self.zookeeper.connect_string}/bench-{uuid.uuid4().hex[:8]}"
         log(f"starting {size} broker(s)")
         cluster = self.cluster = BrokerCluster(directory, chroot, size=size, extra_properties=BROKER_PROPERTIES)
+        if tls:
+            self._add_tls_listeners(cluster, directory / "pki")
         try:
             cluster.start()
         except BaseException:
@@ -303,6 +315,25 @@ class Environment:
         log(f"brokers at {cluster.bootstrap}")
         self.running = cluster
         return cluster
+
+    def _add_tls_listeners(self, cluster: BrokerCluster, pki: Path) -> None:
+        from kafkalite.local.cluster import free_port
+        from kafkalite.security import certs
+
+        ca = certs.make_ca(pki)
+        server = certs.make_server_certificate(ca, pki)
+        cluster.extra_properties.update({"ssl.keystore.type": "PEM",
+                                         "ssl.keystore.location": str(server.keystore_path)})
+        addresses = []
+        for broker_id, broker in cluster.brokers.items():
+            port = free_port()
+            addresses.append(f"localhost:{port}")
+            cluster.per_broker_properties[broker_id] = {
+                "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port},SSL://localhost:{port}"}
+        self.tls_bootstrap = ",".join(addresses)
+        self.tls_client_properties = pki / "client.properties"
+        self.tls_client_properties.write_text(f"security.protocol=SSL\nssl.ca.location={ca.certificate_path}\n")
 
     def broker_pids(self) -> list[int]:
         """Process ids of the current cluster's brokers."""
@@ -449,8 +480,8 @@ def consume_row(runner: Runner, label: str, bootstrap: str, topic: str, messages
 
 def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
                       rows: list[Row]) -> None:
-    """P1, P3 and P6 on a 1-broker cluster (P3 writes its records itself without P1)."""
-    cluster = environment.start_cluster(1)
+    """P1, P3, P6 and P8 on a 1-broker cluster (P3 writes its records itself without P1)."""
+    cluster = environment.start_cluster(1, tls="P8" in wanted)
     runner.broker_pids = environment.broker_pids()
     bootstrap = cluster.bootstrap
     send_topic, bulk_topic = "p1-send", "p1-bulk"
@@ -468,6 +499,53 @@ def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wa
         run_consumers(environment, runner, sizes, "P1" in wanted, bulk_topic, bulk_records, rows)
     if "P6" in wanted:
         run_kafka_protocol(cluster, runner, sizes, rows)
+    if "P8" in wanted:
+        run_tls(environment, runner, sizes, rows)
+
+
+def run_tls(environment: Environment, runner: Runner, sizes: Sizes, rows: list[Row]) -> None:
+    """P8: the bulk producer and consumer over the SSL listener beside the PLAINTEXT one."""
+    cluster, client_properties = environment.cluster, environment.tls_client_properties
+    assert cluster is not None and client_properties is not None, "the cluster has an SSL listener"
+    consumer_tuning = "max.poll.records=10000\nfetch.max.wait.ms=100\n"
+    plain_config = environment.directory / "p8-plain-consumer.properties"
+    plain_config.write_text(consumer_tuning)
+    tls_config = environment.directory / "p8-tls-consumer.properties"
+    tls_config.write_text(client_properties.read_text() + consumer_tuning)
+    produced: dict[str, float | None] = {}
+    consumed: dict[str, float | None] = {}
+    problems: list[str] = []
+    for kind, bootstrap, extra, config in (("plaintext", cluster.bootstrap, [], plain_config),
+                                           ("TLS", environment.tls_bootstrap,
+                                            ["--producer.config", str(client_properties)], tls_config)):
+        topic = f"p8-{kind.lower()}"
+        cluster.create_topic(topic, partitions=1, replication_factor=1)
+        run = runner.run("kafkalite.tools.producer_perf_test",
+                         producer_arguments(topic, sizes.p8_records, bootstrap, "1", MiB, True) + extra,
+                         f"P8 send_batch() over {kind}")
+        figures = producer_figures(run)
+        produced[kind] = figures["rate"] if figures and not run.failure() else None
+        if run.failure():
+            problems.append(f"{kind} producer {run.failure()}")
+        arguments = ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(sizes.p8_records),
+                     "--timeout", "20000", "--fetch-size", str(4 * MiB), "--consumer.config", str(config),
+                     "--group", f"bench-{uuid.uuid4().hex[:8]}", "--bulk"]
+        run = runner.run("kafkalite.tools.consumer_perf_test", arguments, f"P8 poll_batches() over {kind}")
+        read = consumer_figures(run)
+        consumed[kind] = read["fetch.nMsg.sec"] if read and not run.failure() else None
+        if run.failure():
+            problems.append(f"{kind} consumer {run.failure()}")
+    for label, rates in ((f"P8 send_batch() (--bulk) over TLS vs plaintext, 1 broker, acks=1, "
+                          f"{sizes.p8_records / 1e6:g} M records", produced),
+                         (f"P8 poll_batches() (--bulk) over TLS vs plaintext, {sizes.p8_records / 1e6:g} M records",
+                          consumed)):
+        tls_rate, plain_rate = rates.get("TLS"), rates.get("plaintext")
+        if tls_rate is None or not plain_rate:
+            rows.append(Row(label, "; ".join(problems) or "no result line", ">= 0.8x plaintext", "missed"))
+            continue
+        ratio = tls_rate / plain_rate
+        rows.append(Row(label, f"TLS {tls_rate:,.0f} records/s vs plaintext {plain_rate:,.0f} ({ratio:.2f}x)",
+                        ">= 0.8x plaintext", verdict(ratio >= 0.8)))
 
 
 def run_consumers(environment: Environment, runner: Runner, sizes: Sizes, filled: bool, bulk_topic: str,
@@ -754,7 +832,7 @@ def _raise_interrupt(signal_number: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios, print the table, write the docs; 0, 1 on failure, 130 interrupted."""
-    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P7) and print "
+    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P8) and print "
                                      "one markdown table of the figures against the targets.")
     parser.add_argument("--quick", action="store_true", help="fewer records and a 1 GB log (under 3 minutes)")
     parser.add_argument("--only", metavar="P1,P3", help="run only these scenarios (comma-separated)")
@@ -799,13 +877,13 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(sizes.tool_timeout, deadline, cpu_notes)
         if "P5" in wanted:
             runner.reserve = sizes.p5_reserve_seconds
-        if {"P1", "P2", "P3", "P4", "P6", "P7"} & set(wanted):
+        if {"P1", "P2", "P3", "P4", "P6", "P7", "P8"} & set(wanted):
             environment = Environment(directory)
             scraper = MetricsScraper(environment, arguments.scrape_metrics) if arguments.scrape_metrics else None
             if scraper is not None:
                 scraper.start()
             try:
-                if {"P1", "P3", "P6"} & set(wanted):
+                if {"P1", "P3", "P6", "P8"} & set(wanted):
                     run_single_broker(environment, runner, sizes, set(wanted), rows)
                 if {"P2", "P4", "P7"} & set(wanted):
                     run_three_brokers(environment, runner, sizes, set(wanted), rows)

@@ -57,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     use_format(handler, config.log_format, config.broker_id)
-    broker = Broker(config)
+    try:
+        broker = Broker(config)  # builds the TLS contexts: ssl.* settings it cannot honour stop it here
+    except KafkaliteError as exc:
+        logging.getLogger("kafkalite.broker").error("broker failed to start: %s", exc)
+        return 2
     try:
         import uvloop
     except ImportError:

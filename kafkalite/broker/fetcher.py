@@ -25,6 +25,7 @@ from typing import Protocol
 from kafkalite import protocol
 from kafkalite.broker.metadata import LiveBroker, MetadataCache
 from kafkalite.broker.partition import Partition, Role
+from kafkalite.broker.tls_contexts import inter_broker_context
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import KafkaliteError, KafkaStorageError, OffsetOutOfRangeError
 from kafkalite.transport import AsyncTransport, check_answer
@@ -173,7 +174,8 @@ class FetcherManager:
         # refuse follower fetches without the current one. Set by the broker on registration.
         self.broker_epoch = protocol.NO_BROKER_EPOCH
         self.transport = AsyncTransport(request_timeout_ms=replica_manager.config.request_timeout_ms,
-                                        connections_per_host=2, client_id=f"broker-{replica_manager.broker_id}")
+                                        connections_per_host=2, client_id=f"broker-{replica_manager.broker_id}",
+                                        ssl_context=inter_broker_context(replica_manager.config))
 
     def add_partition(self, partition: Partition) -> None:
         self.remove_partition(partition)

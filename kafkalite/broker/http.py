@@ -24,6 +24,7 @@ Concurrency: handlers run on the event loop; a channel serves its messages one a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -40,10 +41,11 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 from kafkalite import protocol
-from kafkalite.broker import console, http_codec as codec, txn_http
+from kafkalite.broker import access, acl_http, console, entity_config_http, http_auth, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
+from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     BrokerResponseError,
     ConfigError,
@@ -51,9 +53,12 @@ from kafkalite.errors import (
     KafkaliteError,
     MessageSizeTooLargeError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
 )
 from kafkalite.registry.api import build_registry_app
+from kafkalite.security import tls
+from kafkalite.security.acl import Operation
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkalite.version import __version__
 
@@ -62,13 +67,71 @@ request_log = logging.getLogger("kafkalite.broker.requests")  # one line per req
 
 #: Where a request's authenticated principal is kept (``request[PRINCIPAL_KEY]``), set by the
 #: authentication step of a listener that authenticates; read it with :func:`request_principal`.
-PRINCIPAL_KEY = "kafkalite.principal"
+PRINCIPAL_KEY = web.RequestKey("kafkalite.principal", KafkaPrincipal)  # a str key warns (NotAppKeyWarning)
 
 
 def request_principal(request: web.BaseRequest) -> KafkaPrincipal:
     """Who ``request`` comes from: the principal its listener authenticated, else ANONYMOUS."""
     principal = request.get(PRINCIPAL_KEY)
     return principal if isinstance(principal, KafkaPrincipal) else ANONYMOUS
+
+
+# -- TLS client certificates ----------------------------------------------------------------
+@web.middleware
+async def certificate_principal_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """On a TLS connection whose client presented a certificate (``ssl.client.auth``), the
+    request's principal is ``User:<the certificate's RFC 2253 subject>``, as on the Kafka protocol."""
+    principal = tls.transport_principal(request.transport)
+    if principal is not None:
+        request[PRINCIPAL_KEY] = principal
+    return await handler(request)
+
+
+def _uses_tls(config: BrokerConfig) -> bool:
+    return any(config.security_protocol(listener.name) in ("SSL", "SASL_SSL") for listener in config.listener_list())
+
+
+# -- listeners: addresses as advertised on the listener a request came in on -------------------------
+#: Bound port → listener name (``PLAINTEXT``, ``SSL``, ...), filled in by
+#: :mod:`kafkalite.broker.listener` once its sockets are bound (:meth:`HttpListener.name_port`).
+LISTENER_PORTS_KEY = web.AppKey("kafkalite_listener_ports", dict)
+
+
+def request_listener(request: web.Request) -> str | None:
+    """The name of the listener ``request`` came in on; None when unknown (a bare HTTP listener)."""
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    ports: dict[int, str] = request.app.get(LISTENER_PORTS_KEY, {})
+    return ports.get(sockname[1]) if isinstance(sockname, tuple) and len(sockname) >= 2 else None
+
+
+def brokers_on_listener(services: BrokerServices, request: web.Request,
+                        brokers: list[protocol.BrokerEndpoint]) -> list[protocol.BrokerEndpoint]:
+    """``brokers`` (registered with the inter-broker listener's addresses) as advertised on the
+    listener ``request`` came in on, as Kafka's Metadata answers: a client on the SSL listener is
+    told SSL addresses, one on PLAINTEXT plaintext ones. Brokers without that listener are left out."""
+    name = request_listener(request)
+    if name is None or name == services.config.inter_broker_listener().name:
+        return brokers
+    registered = services.metadata.cache.brokers
+    found = []
+    for broker in brokers:
+        live = registered.get(broker.broker_id)
+        endpoint = live.listener_endpoint(name) if live is not None else None
+        if endpoint is not None:
+            found.append(endpoint)
+    return found
+
+
+async def _find_coordinator_on_listener(services: BrokerServices, body: dict[str, Any],
+                                        request: web.Request) -> Any:
+    answer = await txn_http.find_coordinator(services, codec.decode_find_coordinator(body))
+    if answer.error is None and answer.node_id >= 0:
+        moved = brokers_on_listener(services, request, [protocol.BrokerEndpoint(answer.node_id, answer.host,
+                                                                                 answer.port)])
+        if moved and (moved[0].host, moved[0].port) != (answer.host, answer.port):
+            answer = dataclasses.replace(answer, host=moved[0].host, port=moved[0].port)
+    return answer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -255,6 +318,10 @@ class HttpListener:
         await runner.setup()
         return cls(runner)
 
+    def name_port(self, port: int, listener_name: str) -> None:
+        """Requests arriving on bound ``port`` came in on listener ``listener_name``."""
+        self._runner.app[LISTENER_PORTS_KEY][port] = listener_name
+
     def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
         """aiohttp's connection protocol factory (valid after :meth:`prepare` or :meth:`start`)."""
         server = self._runner.server
@@ -296,9 +363,20 @@ def openapi_document() -> bytes:
 def build_app(services: BrokerServices) -> web.Application:
     """The aiohttp application serving the broker's API over ``services``."""
     config = services.config
-    app = web.Application(middlewares=[stats_middleware(services.stats.requests), error_middleware],
-                          client_max_size=config.socket_request_max_bytes)
+    # Middlewares, outermost first: who the request comes from (a TLS client certificate, then
+    # HTTP Basic on SASL listeners, which wins), the request counts, the error shape, then what
+    # the principal may do (ACLs) and how fast (quotas).
+    middlewares: list[Any] = [certificate_principal_middleware] if _uses_tls(config) else []
+    authentication = http_auth.basic_auth_middleware(services, PRINCIPAL_KEY)  # SASL listeners: HTTP Basic
+    middlewares += [stats_middleware(services.stats.requests), error_middleware]
+    if authentication is not None:
+        middlewares.append(authentication)
+    if services.authorizer is not None:
+        middlewares.append(access.http_middleware(services.authorizer, request_principal))
+    middlewares.append(services.quotas.http_middleware(request_principal))  # client quotas
+    app = web.Application(middlewares=middlewares, client_max_size=config.socket_request_max_bytes)
     openapi_document()  # read docs/openapi.yaml at startup, not on the first request
+    app[LISTENER_PORTS_KEY] = {}
     api = BrokerApi(services)
     groups = services.groups
     routes = [
@@ -330,8 +408,8 @@ def build_app(services: BrokerServices) -> web.Application:
         web.get(protocol.PARTITION_RECORDS, api.fetch_json),
         web.get(protocol.OPENAPI, api.openapi),
         # The group protocol: a named error other than INVALID_REQUEST is a 200 answer carrying it.
-        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: txn_http.find_coordinator(
-            services, codec.decode_find_coordinator(body)), codec.encode_find_coordinator)),
+        web.post(protocol.FIND_COORDINATOR, _group_call(lambda body, request: _find_coordinator_on_listener(
+            services, body, request), codec.encode_find_coordinator)),
         web.post(protocol.JOIN_GROUP, _group_call(lambda body, request: groups.join_group(
             codec.decode_join_group(body, request.remote or "")), codec.encode_join_group)),
         web.post(protocol.SYNC_GROUP, _group_call(lambda body, request: groups.sync_group(
@@ -352,6 +430,8 @@ def build_app(services: BrokerServices) -> web.Application:
             codec.decode_group_ids(body)), codec.encode_delete_groups)),
     ]
     routes += txn_http.routes(services)
+    routes += entity_config_http.routes(services)
+    routes += acl_http.routes(services)
     app.add_routes(routes)
     app.add_routes(console.routes(services, _json_response))
     if services.registry is not None:
@@ -431,27 +511,41 @@ class BrokerApi:
             topics = protocol.require_list_of(body, "topics", str, None)
             allow = protocol.require(body, "allow_auto_topic_creation", bool, False)
         result = await self.services.metadata.cluster_metadata(topics, allow)
+        result = dataclasses.replace(result, brokers=brokers_on_listener(self.services, request, result.brokers))
         return _json_response(result.to_json())
 
     async def produce(self, request: web.Request) -> web.Response:
-        status, pieces = await self._produce(await _read_body(request))
+        status, pieces = await self._produce(await _read_body(request), request)
         if status == 204:
             return web.Response(status=204)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
     async def fetch(self, request: web.Request) -> web.Response:
-        _, pieces = await self._fetch(await _read_body(request))
+        _, pieces = await self._fetch(await _read_body(request), request)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
-    async def _produce(self, body: bytes | memoryview) -> tuple[int, list[bytes | memoryview]]:
+    async def _produce(self, body: bytes | memoryview, request: web.Request) -> tuple[int, list[bytes | memoryview]]:
         produce_request = protocol.decode_produce_request(body)
-        results = await self.services.replicas.produce(produce_request)
+        produce_request.partitions, denied = access.authorized_partitions(request, Operation.WRITE,
+                                                                          produce_request.partitions)
+        results = await self.services.replicas.produce(produce_request) if produce_request.partitions else []
+        await self.services.quotas.hold_http_produce(produce_request)
+        results += [protocol.ProduceResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                    for item in denied]
         if produce_request.acks == 0:
             return 204, []
         return 200, [protocol.encode_produce_response(results)]
 
-    async def _fetch(self, body: bytes | memoryview) -> tuple[int, list[bytes | bytearray | memoryview]]:
-        results = await self.services.replicas.fetch(protocol.decode_fetch_request(body))
+    async def _fetch(self, body: bytes | memoryview, request: web.Request
+                     ) -> tuple[int, list[bytes | bytearray | memoryview]]:
+        fetch_request = protocol.decode_fetch_request(body)
+        fetch_request.partitions, denied = access.authorized_partitions(request, Operation.READ,
+                                                                        fetch_request.partitions,
+                                                                        fetch_request.replica_id)
+        results = await self.services.replicas.fetch(fetch_request) if fetch_request.partitions or not denied else []
+        results = await self.services.quotas.hold_http_fetch(fetch_request, results)
+        results += [protocol.FetchResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                    for item in denied]
         return 200, protocol.encode_fetch_response(results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
@@ -467,7 +561,7 @@ class BrokerApi:
             while True:
                 message = await socket.receive()
                 if message.type is WSMsgType.BINARY:
-                    await socket.send_bytes(await self._channel_call(message.data, limit))
+                    await socket.send_bytes(await self._channel_call(message.data, limit, request))
                 elif message.type is WSMsgType.TEXT:
                     await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
                     break
@@ -480,7 +574,7 @@ class BrokerApi:
                 self._channels.discard(task)
         return socket
 
-    async def _channel_call(self, data: bytes, limit: int) -> bytes:
+    async def _channel_call(self, data: bytes, limit: int, request: web.Request) -> bytes:
         started = time.perf_counter()
         name = "unknown"
         status = 500
@@ -495,10 +589,10 @@ class BrokerApi:
             pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
                 name = "produce"
-                status, pieces = await self._produce(body)
+                status, pieces = await self._produce(body, request)
             elif api == _CHANNEL_FETCH:
                 name = "fetch"
-                status, pieces = await self._fetch(body)
+                status, pieces = await self._fetch(body, request)
             else:
                 raise InvalidRequestError(f"unknown channel API key {api}")
         except Exception as exc:  # every failure is answered with its named error
@@ -578,8 +672,9 @@ class BrokerApi:
 
     async def describe_cluster(self, request: web.Request) -> web.Response:
         metadata = self.services.metadata.describe_cluster()
+        brokers = brokers_on_listener(self.services, request, metadata.brokers)
         return _json_response({"cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
-                               "brokers": [broker.to_json() for broker in metadata.brokers]})
+                               "brokers": [broker.to_json() for broker in brokers]})
 
     async def controlled_shutdown(self, request: web.Request) -> web.Response:
         body = await _json_body(request)

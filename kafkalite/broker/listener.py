@@ -13,6 +13,14 @@ INTERNAL, EXTERNAL, ...); every socket serves both protocols, and a Kafka connec
 name of the listener it came in on, so that Metadata answers carry the addresses advertised for
 that listener (Kafka's meaning of ``advertised.listeners``).
 
+An SSL listener (``listener.security.protocol.map``) wraps each connection in TLS first (the
+context from :mod:`kafkalite.broker.tls_contexts`); the sniffing then reads the decrypted bytes.
+A Kafka connection on it has security protocol SSL and, when the client presented a certificate
+(``ssl.client.auth=requested|required``), the principal ``User:<the certificate's subject in
+RFC 2253 form>`` (Kafka's default SSL principal); HTTP requests get the same principal from the
+middleware in :mod:`kafkalite.broker.http`. A client that fails the handshake (a plaintext client,
+a certificate from another CA) is dropped before anything is served; asyncio logs that at DEBUG.
+
 Concurrency: event-loop only. :meth:`BrokerListener.stop` stops accepting, closes the Kafka
 connections, then shuts the HTTP front end down (its connections and channels).
 """
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from typing import cast
 
@@ -30,6 +39,7 @@ from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.services import BrokerServices
 from kafkalite.config import Listener
 from kafkalite.errors import ConfigError
+from kafkalite.security import tls
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +55,8 @@ def is_http(first_bytes: bytes) -> bool:
 class _ProtocolSniffer(asyncio.Protocol):
     """A connection until its first bytes arrive; then it becomes HTTP or Kafka."""
 
-    def __init__(self, http: Callable[[], asyncio.Protocol], kafka: Callable[[], KafkaConnection]) -> None:
+    def __init__(self, http: Callable[[], asyncio.Protocol],
+                 kafka: Callable[[asyncio.Transport], KafkaConnection]) -> None:
         self._http = http
         self._kafka = kafka
         self._transport: asyncio.Transport | None = None
@@ -57,7 +68,7 @@ class _ProtocolSniffer(asyncio.Protocol):
         transport = self._transport
         if transport is None or not data:
             return
-        protocol: asyncio.Protocol = self._http() if is_http(data) else self._kafka()
+        protocol: asyncio.Protocol = self._http() if is_http(data) else self._kafka(transport)
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         protocol.data_received(data)
@@ -79,9 +90,12 @@ class BrokerListener:
 
     @classmethod
     async def start(cls, services: BrokerServices, host: str, port: int,
-                    listeners: tuple[Listener, ...] = ()) -> BrokerListener:
+                    listeners: tuple[Listener, ...] = (),
+                    ssl_contexts: dict[str, ssl.SSLContext] | None = None) -> BrokerListener:
         """Serve ``services`` over HTTP and Kafka on every listener (``host:port`` as PLAINTEXT when
-        none are given); an address that cannot be bound is a ConfigError."""
+        none are given), in TLS with ``ssl_contexts[name]`` on the listeners it names; an address
+        that cannot be bound is a ConfigError."""
+        contexts = ssl_contexts or {}
         http = await HttpListener.prepare(services)
         registry = ApiRegistry.default()
         connections: set[KafkaConnection] = set()
@@ -90,20 +104,31 @@ class BrokerListener:
         servers: list[asyncio.Server] = []
 
         def sniffer(name: str) -> Callable[[], asyncio.Protocol]:
-            def kafka_factory() -> KafkaConnection:
-                return KafkaConnection(services, registry, connections, name)
+            security_protocol = services.config.security_protocol(name) if listeners else "PLAINTEXT"
+
+            def kafka_factory(transport: asyncio.Transport) -> KafkaConnection:
+                connection = KafkaConnection(services, registry, connections, name)
+                connection.security_protocol = security_protocol
+                principal = tls.transport_principal(transport)
+                if principal is not None:
+                    connection.principal = principal
+                return connection
             return lambda: _ProtocolSniffer(http_factory, kafka_factory)
 
         for listener in listeners or (Listener("PLAINTEXT", host, port),):
             try:
                 servers.append(await loop.create_server(sniffer(listener.name), listener.host, listener.port,
-                                                        reuse_address=True, backlog=1024))
+                                                        reuse_address=True, backlog=1024,
+                                                        ssl=contexts.get(listener.name)))
             except OSError as exc:
                 for server in servers:
                     server.close()
                 await http.stop()
                 raise ConfigError(f"cannot listen on {listener.host}:{listener.port} ({listener.name}): "
                                   f"{exc.strerror}") from exc
+        for server, listener in zip(servers, listeners or (Listener("PLAINTEXT", host, port),), strict=True):
+            for bound in server.sockets:
+                http.name_port(int(bound.getsockname()[1]), listener.name)
         return cls(servers, http, connections)
 
     @property

@@ -39,6 +39,8 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
   producer ids handed out (``kafkalite_server_producer_ids_allocated_total``), transactional
   ids by state (``kafkalite_transaction_coordinator_transactions``); how late
   the event loop runs (``kafkalite_server_event_loop_lag_seconds``, ``..._max_seconds``).
+* client quotas, by quota key (``quota``): ``kafkalite_server_quota_throttled_responses_total``
+  and ``kafkalite_server_quota_throttle_time_seconds_total`` (Kafka's per-client ``throttle-time``).
 
 Plus the ``process_*`` collector of ``prometheus_client`` (CPU, memory, open files).
 
@@ -162,6 +164,15 @@ class BrokerStateCollector(Collector):
                      "How late the event loop last ran a 100 ms timer.", loop_lag.last)
         yield _gauge("kafkalite_server_event_loop_lag_max_seconds",
                      "The most the event loop was late in about the last 10 to 20 s.", loop_lag.recent_max)
+        throttled = CounterMetricFamily("kafkalite_server_quota_throttled_responses",
+                                        "Answers that carried a quota throttle time.", labels=["quota"])
+        throttle_time = CounterMetricFamily("kafkalite_server_quota_throttle_time_seconds",
+                                            "Throttle time handed out to clients over quota.", labels=["quota"])
+        for key, (count, milliseconds) in services.quotas.throttle_totals().items():
+            throttled.add_metric([key], count)
+            throttle_time.add_metric([key], milliseconds / 1000)
+        yield throttled
+        yield throttle_time
 
 
 _TOPIC_COUNTERS = (

@@ -28,13 +28,16 @@ from typing import Any
 
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService
+from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.group_offsets import ReplicaOffsetLog
 from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.schema_topic import BrokerSchemaTopic
 from kafkalite.broker.services import (
@@ -47,6 +50,7 @@ from kafkalite.broker.services import (
     ReplicaService,
 )
 from kafkalite.broker.stats import BrokerStats
+from kafkalite.broker.tls_contexts import inter_broker_context, listener_contexts
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.broker.txn_markers import BrokerMarkerChannel, BrokerTxnTopology, ReplicaTxnStateLog
 from kafkalite.config import BrokerConfig, load_properties
@@ -62,6 +66,8 @@ from kafkalite.errors import (
 )
 from kafkalite.registry.api import build_registry_app
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.acl import parse_super_users
+from kafkalite.security.sasl_config import check_broker_sasl, inter_broker_sasl
 from kafkalite.storage import files
 from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
@@ -86,7 +92,8 @@ class Broker:
                                       topic_configs=self._topic_configs, clock=clock)
         self.zookeeper: Coordinator = coordinator if coordinator is not None else ZooKeeperClient(
             config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000,
-            connect_timeout=config.zookeeper_connection_timeout_ms / 1000)
+            connect_timeout=config.zookeeper_connection_timeout_ms / 1000,
+            auth_data=config.zookeeper_auth_data(), secure_acls=config.zookeeper_set_acl)
         self.metadata = MetadataCache(self.zookeeper, config.broker_id)
         self.stats = BrokerStats()
         self.replica_manager = ReplicaManager(config, self.log_manager, self.metadata, self.zookeeper, clock,
@@ -94,7 +101,12 @@ class Broker:
         self.controller = Controller(config, self.zookeeper, self.metadata, self._topic_configs, clock,
                                      events=self.stats.events)
         self.admin = AdminService(config, self.zookeeper, self.metadata, clock)
-        self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin")
+        # TLS: the listeners' contexts and the one for calls to other brokers (ConfigError when
+        # the ssl.* settings cannot be honoured: the broker does not start)
+        self._listener_contexts = listener_contexts(config)
+        self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin",
+                                        ssl_context=inter_broker_context(config))
+        self._authenticate_inter_broker_calls()
         self.broker_epoch = -1
         self._listener: BrokerListener | None = None
         self._jobs: list[asyncio.Task[None]] = []
@@ -121,18 +133,35 @@ class Broker:
         self.schema_store = SchemaStore(BrokerSchemaTopic(config, metadata_service, records, admin_requests),
                                         config.request_timeout_ms)
         self._registry_listener: HttpListener | None = None
+        self.entity_configs = EntityConfigs(self.zookeeper)
         self.services = BrokerServices(
             config=config, metadata=metadata_service, replicas=replicas, records=records,
             controller=controller_service, admin=admin_requests, groups=self.group_coordinator,
             producer_ids=ProducerIdService(self.admin), transactions=self.txn_coordinator,
             registry=self.schema_store, stats=self.stats,
             consumer_lag=ConsumerLag(config.broker_id, self.group_coordinator, self.replica_manager, self.metadata,
-                                     self.transport))
+                                     self.transport),
+            entity_configs=self.entity_configs,
+            quotas=BrokerQuotas.following(config, self.entity_configs),
+            authorizer=Authorizer(self.zookeeper, parse_super_users(config.super_users),
+                                  config.allow_everyone_if_no_acl_found) if config.authorizer_enabled() else None)
+
+    def _authenticate_inter_broker_calls(self) -> None:
+        """On a SASL inter-broker listener, the broker's own calls (forwarding, controlled shutdown,
+        follower fetches) carry its JAAS credentials (a bad setting is reported by :meth:`start`)."""
+        try:
+            found = inter_broker_sasl(self.config)
+        except ConfigError:
+            return
+        if found is not None:
+            for transport in (self.transport, self.replica_manager.fetchers.transport):
+                transport.set_credentials(found[1].username, found[1].password)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         config = self.config
         log.info("starting broker %d", config.broker_id)
+        check_broker_sasl(config)  # a SASL setting that cannot be honoured stops the broker, named
         await asyncio.to_thread(self.log_manager.start)
         await self.zookeeper.start()
         await self.zookeeper.ensure_paths(znodes.PERSISTENT_PATHS)
@@ -142,12 +171,16 @@ class Broker:
         # session may still hold the registration (and so the leadership) for a while.
         self.replica_manager.fenced_reason = "the broker is not registered yet"
         await self.metadata.start()
+        await self.entity_configs.start()
+        if self.services.authorizer is not None:
+            await self.services.authorizer.start()
         await self.replica_manager.remove_stray_logs(await self._topics_in_zookeeper())
         await self.replica_manager.start()
         self.group_coordinator.start()
         self.txn_coordinator.start()
         host, port = config.listener_address()
-        self._listener = await BrokerListener.start(self.services, host, port, config.listener_list())
+        self._listener = await BrokerListener.start(self.services, host, port, config.listener_list(),
+                                                    self._listener_contexts)
         registry_address = config.schema_registry_address()
         if registry_address is not None:
             self._registry_listener = await HttpListener.serve_app(
@@ -187,6 +220,9 @@ class Broker:
         if self._listener is not None:
             await self._listener.stop()
         self.metadata.stop()
+        self.entity_configs.stop()
+        if self.services.authorizer is not None:
+            self.services.authorizer.stop()
         await self.transport.close()
         try:
             await self.zookeeper.stop()

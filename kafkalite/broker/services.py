@@ -35,11 +35,14 @@ from typing import Any, Generic, TypeVar
 
 from kafkalite import protocol
 from kafkalite.broker.admin import AdminService, NewTopic, validate_topic_name
+from kafkalite.broker.authorizer import Authorizer
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.entity_configs import EntityConfigs
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import ConsumerLag
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.stats import BrokerStats
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
@@ -739,3 +742,9 @@ class BrokerServices:
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Consumer lag of the groups this broker coordinates, for ``GET /metrics``.
     consumer_lag: ConsumerLag | None = None
+    #: The users/clients config entities (SCRAM credentials, quotas), followed from ZooKeeper.
+    entity_configs: EntityConfigs | None = None
+    #: Client quotas (produce and fetch byte rates) both front ends record their requests in.
+    quotas: BrokerQuotas = field(default_factory=lambda: BrokerQuotas(BrokerConfig()))
+    #: The ACL authorizer when ``authorizer.class.name`` is set; None: every request is allowed.
+    authorizer: Authorizer | None = None

@@ -13,7 +13,11 @@ flight, other requests for the id answer CONCURRENT_TRANSACTIONS (clients retry 
 that begins its next transaction right after a commit usually finds the markers still in flight:
 its AddPartitionsToTxn / AddOffsetsToTxn waits for them (at most
 :data:`COMPLETION_WAIT_SECONDS`) instead, which saves every short transaction a client's retry
-backoff.
+backoff. When such a request is waiting as the last marker is written, the Complete state is
+only adopted in memory, not written: the request's own Ongoing record, written next, supersedes
+the PrepareCommit / PrepareAbort record in the compacted log (a coordinator that loads the
+partition before that record is written resends the markers, which the leaders take again), so
+a transaction that follows another costs one ``__transaction_state`` write fewer.
 
 - InitProducerId: a producer id for the transactional id (from the cluster's producer-id
   blocks) with its epoch bumped on every call, which fences an older instance (its requests
@@ -183,6 +187,8 @@ class TransactionCoordinator:
         #: Partition → the leader epoch it is loaded (or being loaded) for.
         self._load_epochs: dict[int, int] = {}
         self._marker_tasks: dict[str, asyncio.Task[None]] = {}
+        #: Transactional id → AddPartitionsToTxn / AddOffsetsToTxn requests waiting for its markers.
+        self._waiting_adds: dict[str, int] = {}
         self._sweeper: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -289,6 +295,11 @@ class TransactionCoordinator:
             raise NotCoordinatorError(f"transactional id {metadata.transactional_id} moved to another coordinator")
         if error is not None:
             raise error
+        self._adopt(metadata, target)
+
+    @staticmethod
+    def _adopt(metadata: TxnMetadata, target: TxnMetadata) -> None:
+        """Make ``target`` the id's state in memory."""
         for name in ("producer_id", "producer_epoch", "last_producer_epoch", "timeout_ms", "state", "start_ms",
                      "last_update_ms"):
             setattr(metadata, name, getattr(target, name))
@@ -396,7 +407,13 @@ class TransactionCoordinator:
                    partitions: set[tuple[str, int]]) -> None:
         markers = self._marker_tasks.get(transactional_id)
         if markers is not None and not markers.done():  # the previous transaction is completing
-            await asyncio.wait({markers}, timeout=COMPLETION_WAIT_SECONDS)
+            self._waiting_adds[transactional_id] = self._waiting_adds.get(transactional_id, 0) + 1
+            try:
+                await asyncio.wait({markers}, timeout=COMPLETION_WAIT_SECONDS)
+            finally:
+                left = self._waiting_adds.pop(transactional_id) - 1
+                if left:
+                    self._waiting_adds[transactional_id] = left
         number, metadata = self._lookup(transactional_id, producer_id, producer_epoch)
         if metadata.state.is_prepared or metadata.state is TxnState.PREPARE_EPOCH_FENCE:
             raise ConcurrentTransactionsError(f"transactional id {transactional_id} is completing a transaction")
@@ -465,6 +482,12 @@ class TransactionCoordinator:
                     backoff = min(backoff * 2, _MARKER_BACKOFF_MAX)
             target = metadata.copy_with(state=TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT,
                                         partitions=set(), last_update_ms=self.wall_ms())
+            if self._waiting_adds.get(transactional_id) and self._still_owns(metadata, number, coordinator_epoch):
+                # the next transaction's first request is waiting: its Ongoing record supersedes Complete
+                self._adopt(metadata, target)
+                log.debug("transactional id %s: %s (kept in memory; the next transaction's record follows)",
+                          transactional_id, target.state.display)
+                return
             backoff = _MARKER_BACKOFF_MIN
             while self._still_owns(metadata, number, coordinator_epoch):
                 try:

@@ -62,6 +62,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkalite import protocol
+from kafkalite.client import admin_acls
 from kafkalite.client._loop import LoopThread
 from kafkalite.client.admin_core import AdminCore, GroupInformation, MemberInformation, PartitionLag
 from kafkalite.client.types import (
@@ -73,6 +74,7 @@ from kafkalite.client.types import (
     TopicPartition,
 )
 from kafkalite.errors import BrokerResponseError, ConfigError, KafkaliteError
+from kafkalite.security.acl import AclBinding, AclBindingFilter
 
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1, 0: 0, 1: 1}
 
@@ -114,6 +116,17 @@ class KafkaAdminClient:
 
     def describe_configs(self, config_resources: Sequence[ConfigResource], raise_errors: bool = True) -> dict[str, Any]:
         return self._loop.run(self._core.describe_configs(config_resources, raise_errors))
+
+    def describe_entity_configs(self) -> list[dict[str, Any]]:
+        """Every users/clients config entity: [{entity_path, user, client_id, configs}]."""
+        return self._loop.run(self._core.describe_entity_configs())
+
+    def alter_entity_configs(self, user: str | None, client_id: str | None, set_configs: dict[str, str],
+                             delete_configs: Sequence[str] = (), validate_only: bool = False) -> dict[str, str]:
+        """Set/delete configs of the entity ``user`` and/or ``client_id`` (``<default>`` for the default);
+        SCRAM keys take Kafka's stored credential text (see :func:`kafkalite.security.scram.new_credential`)."""
+        return self._loop.run(self._core.alter_entity_configs(user, client_id, set_configs, delete_configs,
+                                                              validate_only))
 
     def alter_configs(self, config_resources: Sequence[ConfigResource], validate_only: bool = False,
                       raise_errors: bool = True) -> dict[str, Any]:
@@ -193,6 +206,18 @@ class KafkaAdminClient:
         (committed ones, plus ``partitions``)."""
         return self._loop.run(self._core.consumer_group_lag(group_id, partitions, _ISOLATION[isolation_level]))
 
+    def create_acls(self, acls: Sequence[AclBinding]) -> dict[str, list[Any]]:
+        """Add ACLs → ``{"succeeded": [acl], "failed": [(acl, error)]}`` (see :mod:`.admin_acls`)."""
+        return self._loop.run(admin_acls.create_acls(self._core._call, acls))
+
+    def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[list[AclBinding], None]:
+        """The ACLs ``acl_filter`` matches → ``([acl], None)``."""
+        return self._loop.run(admin_acls.describe_acls(self._core._call, acl_filter))
+
+    def delete_acls(self, acl_filters: Sequence[AclBindingFilter]) -> list[Any]:
+        """Remove the ACLs each filter matches → ``[(filter, [(acl, None)], error or None)]``."""
+        return self._loop.run(admin_acls.delete_acls(self._core._call, acl_filters))
+
     def close(self) -> None:
         if self._closed:
             return
@@ -250,6 +275,13 @@ class AIOKafkaAdminClient:
                                raise_errors: bool = True) -> dict[str, Any]:
         return await self._core.describe_configs(config_resources, raise_errors)
 
+    async def describe_entity_configs(self) -> list[dict[str, Any]]:
+        return await self._core.describe_entity_configs()
+
+    async def alter_entity_configs(self, user: str | None, client_id: str | None, set_configs: dict[str, str],
+                                   delete_configs: Sequence[str] = (), validate_only: bool = False) -> dict[str, str]:
+        return await self._core.alter_entity_configs(user, client_id, set_configs, delete_configs, validate_only)
+
     async def alter_configs(self, config_resources: Sequence[ConfigResource], validate_only: bool = False,
                             raise_errors: bool = True) -> dict[str, Any]:
         return await self._core.alter_configs(config_resources, validate_only, False, raise_errors)
@@ -301,6 +333,15 @@ class AIOKafkaAdminClient:
     async def consumer_group_lag(self, group_id: str, partitions: Sequence[TopicPartition] | None = None,
                                  isolation_level: str | int = "read_uncommitted") -> dict[TopicPartition, PartitionLag]:
         return await self._core.consumer_group_lag(group_id, partitions, _ISOLATION[isolation_level])
+
+    async def create_acls(self, acls: Sequence[AclBinding]) -> dict[str, list[Any]]:
+        return await admin_acls.create_acls(self._core._call, acls)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[list[AclBinding], None]:
+        return await admin_acls.describe_acls(self._core._call, acl_filter)
+
+    async def delete_acls(self, acl_filters: Sequence[AclBindingFilter]) -> list[Any]:
+        return await admin_acls.delete_acls(self._core._call, acl_filters)
 
 
 __all__ = ["AIOKafkaAdminClient", "AdminCore", "GroupInformation", "KafkaAdminClient", "KafkaliteError",

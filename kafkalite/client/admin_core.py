@@ -26,6 +26,7 @@ from kafkalite.client.fetcher import list_offsets
 from kafkalite.client.group_assignment import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from kafkalite.client.metadata import MetadataManager, parse_bootstrap
 from kafkalite.client.options import check_common_options
+from kafkalite.client.sasl_options import take_sasl_options
 from kafkalite.client.types import (
     ConfigResource,
     ConfigResourceType,
@@ -106,12 +107,16 @@ class AdminCore:
 
     def __init__(self, options: dict[str, Any]) -> None:
         options = dict(options)
-        check_common_options(options, _KNOWN)
+        sasl_credentials = take_sasl_options(options)
+        ssl_context = check_common_options(options, _KNOWN)
         self.bootstrap = parse_bootstrap(options.get("bootstrap_servers", "localhost:9092"))
         self.request_timeout_ms = int(options.get("request_timeout_ms", 30_000))
         self.retry_backoff_ms = int(options.get("retry_backoff_ms", 100))
         self.transport = AsyncTransport(request_timeout_ms=self.request_timeout_ms,
-                                        client_id=str(options.get("client_id") or "kafkalite-admin"))
+                                        client_id=str(options.get("client_id") or "kafkalite-admin"),
+                                        ssl_context=ssl_context)
+        if sasl_credentials is not None:
+            self.transport.set_credentials(*sasl_credentials)
         self.metadata = MetadataManager(self.transport, self.bootstrap, request_timeout_ms=self.request_timeout_ms,
                                         retry_backoff_ms=self.retry_backoff_ms, allow_auto_create_topics=False)
 
@@ -255,6 +260,20 @@ class AdminCore:
         return {"cluster_id": answer.get("cluster_id"), "controller_id": answer.get("controller_id"),
                 "brokers": [{"broker_id": item["id"], "host": item["host"], "port": item["port"],
                              "rack": item.get("rack")} for item in answer.get("brokers", [])]}
+
+    # -- users/clients config entities -------------------------------------------------------
+    async def describe_entity_configs(self) -> list[dict[str, Any]]:
+        """Every users/clients entity with configs (credentials as ``iterations=<n>`` only)."""
+        answer = await self._call("POST", protocol.DESCRIBE_ENTITY_CONFIGS, {})
+        return list(answer.get("entities", []))
+
+    async def alter_entity_configs(self, user: str | None, client_id: str | None, set_configs: dict[str, str],
+                                   delete_configs: Sequence[str], validate_only: bool) -> dict[str, str]:
+        """Set and delete configs of one users/clients entity; the entity's configs afterwards."""
+        answer = await self._call("POST", protocol.ALTER_ENTITY_CONFIGS, {
+            "user": user, "client_id": client_id, "set": dict(set_configs), "delete": list(delete_configs),
+            "validate_only": validate_only})
+        return dict(answer.get("configs", {}))
 
     # -- configs ------------------------------------------------------------------------------
     @staticmethod

@@ -101,7 +101,10 @@ class ConsumerCore:
 
     def __init__(self, settings: ConsumerSettings, callbacks: CallbackRunner | None = None) -> None:
         self.settings = settings
-        self.transport = AsyncTransport(request_timeout_ms=settings.request_timeout_ms, client_id=settings.client_id)
+        self.transport = AsyncTransport(request_timeout_ms=settings.request_timeout_ms, client_id=settings.client_id,
+                                        ssl_context=settings.ssl_context)
+        if settings.sasl_credentials is not None:
+            self.transport.set_credentials(*settings.sasl_credentials)
         self.metadata = MetadataManager(self.transport, settings.bootstrap_servers,
                                         request_timeout_ms=settings.request_timeout_ms,
                                         retry_backoff_ms=settings.retry_backoff_ms,

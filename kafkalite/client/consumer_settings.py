@@ -15,6 +15,7 @@ the argument checks are pure functions. Safe from any thread.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -24,6 +25,7 @@ from kafkalite.client.assignors import Assignor
 from kafkalite.client.group_assignment import resolve_assignors
 from kafkalite.client.metadata import parse_bootstrap
 from kafkalite.client.options import check_common_options
+from kafkalite.client.sasl_options import take_sasl_options
 from kafkalite.client.types import OffsetAndMetadata, TopicPartition
 from kafkalite.errors import ConfigError
 
@@ -63,7 +65,11 @@ class ConsumerSettings:
     auto_commit_interval_ms: int = 5000
     assignors: list[Assignor] = field(default_factory=lambda: resolve_assignors(None))
     group_instance_id: str | None = None
+    #: (user, password) sent as HTTP Basic (``security_protocol='SASL_PLAINTEXT'``), None without SASL
+    sasl_credentials: tuple[str, str] | None = None
     default_offset_commit_callback: Callable[[Any, Any], Any] | None = None
+    #: TLS to the brokers (``security_protocol='SSL'`` and the ``ssl_*`` options), None for plaintext
+    ssl_context: ssl.SSLContext | None = None
 
     KNOWN: ClassVar[set[str]] = {
         "bootstrap_servers", "client_id", "group_id", "key_deserializer", "value_deserializer", "fetch_max_wait_ms",
@@ -78,7 +84,8 @@ class ConsumerSettings:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> ConsumerSettings:
         options = dict(options)
-        check_common_options(options, cls.KNOWN)
+        sasl_credentials = take_sasl_options(options)
+        ssl_context = check_common_options(options, cls.KNOWN)
         reset = str(options.get("auto_offset_reset", "latest")).lower()
         reset = {"smallest": "earliest", "largest": "latest"}.get(reset, reset)
         if reset not in ("earliest", "latest", "none"):
@@ -126,6 +133,8 @@ class ConsumerSettings:
         callback = settings.default_offset_commit_callback
         if callback is not None and not callable(callback):
             raise ConfigError("default_offset_commit_callback must be callable")
+        settings.ssl_context = ssl_context
+        settings.sasl_credentials = sasl_credentials
         return settings
 
 

@@ -48,6 +48,7 @@ from kafkalite.errors import (
     KafkaliteError,
     KafkaTimeoutError,
     NoBrokersAvailable,
+    SaslAuthenticationFailedError,
     UnknownTopicOrPartitionError,
 )
 from kafkalite.transport import AsyncTransport
@@ -388,6 +389,9 @@ class MetadataManager:
                 answer = await self.transport.request_json(address, "POST", protocol.METADATA, body,
                                                            timeout_ms=self.metadata_request_timeout_ms)
                 metadata = protocol.ClusterMetadata.from_json(answer)
+            except SaslAuthenticationFailedError:  # wrong credentials: no other broker or retry will help
+                self._need_update = True
+                raise
             except (KafkaConnectionError, KafkaTimeoutError, BrokerResponseError) as exc:
                 last_error = exc
                 continue
@@ -425,6 +429,8 @@ class MetadataManager:
                 break
             try:
                 await self.refresh()
+            except SaslAuthenticationFailedError:
+                raise
             except KafkaliteError as exc:
                 last_error = exc
             if self.view.partitions.get(topic):

@@ -102,7 +102,10 @@ class ProducerCore:
     def __init__(self, settings: ProducerSettings) -> None:
         self.settings = settings
         self.transport = AsyncTransport(request_timeout_ms=settings.request_timeout_ms, client_id=settings.client_id,
-                                        connect_timeout_ms=settings.socket_connection_setup_timeout_ms)
+                                        connect_timeout_ms=settings.socket_connection_setup_timeout_ms,
+                                        ssl_context=settings.ssl_context)
+        if settings.sasl_credentials is not None:
+            self.transport.set_credentials(*settings.sasl_credentials)
         self.metadata = MetadataManager(self.transport, settings.bootstrap_servers,
                                         request_timeout_ms=settings.request_timeout_ms,
                                         retry_backoff_ms=settings.retry_backoff_ms,

@@ -12,6 +12,7 @@ so safe to read from any thread.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 from kafkalite import protocol
 from kafkalite.client.metadata import parse_bootstrap
 from kafkalite.client.options import check_common_options
+from kafkalite.client.sasl_options import take_sasl_options
 from kafkalite.errors import ConfigError
 from kafkalite.record.codec import Compression, has_codec
 
@@ -61,7 +63,11 @@ class ProducerSettings:
     socket_connection_setup_timeout_ms: int = 10_000
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    #: (user, password) sent as HTTP Basic (``security_protocol='SASL_PLAINTEXT'``), None without SASL
+    sasl_credentials: tuple[str, str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: TLS to the brokers (``security_protocol='SSL'`` and the ``ssl_*`` options), None for plaintext
+    ssl_context: ssl.SSLContext | None = None
 
     KNOWN: ClassVar[set[str]] = {
         "bootstrap_servers", "client_id", "key_serializer", "value_serializer", "acks", "enable_idempotence",
@@ -74,7 +80,8 @@ class ProducerSettings:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> ProducerSettings:
         options = dict(options)
-        check_common_options(options, cls.KNOWN)
+        sasl_credentials = take_sasl_options(options)
+        ssl_context = check_common_options(options, cls.KNOWN)
         transactional_id = options.get("transactional_id")
         if transactional_id is not None:
             if not isinstance(transactional_id, str) or not transactional_id:
@@ -121,6 +128,7 @@ class ProducerSettings:
             socket_connection_setup_timeout_ms=_positive_int(
                 "socket_connection_setup_timeout_ms", options.get("socket_connection_setup_timeout_ms", 10_000), 1),
             transactional_id=transactional_id,
+            ssl_context=ssl_context,
             transaction_timeout_ms=_positive_int("transaction_timeout_ms",
                                                  options.get("transaction_timeout_ms", 60_000), 1),
         )
@@ -144,6 +152,7 @@ class ProducerSettings:
                 if explicit_idempotence:
                     raise ConfigError(f"enable_idempotence=True conflicts with {conflict}")
                 settings.enable_idempotence = False
+        settings.sasl_credentials = sasl_credentials
         return settings
 
     @property

@@ -58,6 +58,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
 from kafkalite.coord.coordinator import (
     ANY_VERSION,
@@ -89,6 +90,18 @@ from kafkalite.errors import (
 logger = logging.getLogger(__name__)
 
 _Result = TypeVar("_Result")
+
+#: Kafka's sensitive znodes (``ZkData.SensitiveRootPaths``): with secure ACLs nobody but their
+#: creator may even read them (SCRAM credentials, broker configs with passwords).
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
+
+
+def secure_acl(path: str) -> list[ACL]:
+    """Kafka's ACL for a znode a broker creates with ``zookeeper.set.acl=true``: every right for
+    the identities the creating session authenticated as, plus read for anyone unless the path
+    is sensitive (``ZkData.defaultAcls``)."""
+    sensitive = any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOT_PATHS)
+    return list(CREATOR_ALL_ACL) if sensitive else [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
 
 
 def _convert_stat(stat: ZnodeStat) -> ZNodeStat:
@@ -162,11 +175,18 @@ class ZooKeeperClient:
     is relative to the chroot, which :meth:`start` creates when missing.
     ``session_timeout`` (seconds) is requested from the server, which clamps it to its
     min/maxSessionTimeout. ``connect_timeout`` bounds :meth:`start`; ``request_timeout`` bounds
-    every request.
+    every request. ``auth_data`` (``[("digest", "user:password")]``) authenticates the session;
+    with ``secure_acls`` every znode this client creates gets :func:`secure_acl` of its path
+    (the chroot too), which needs ``auth_data``.
     """
 
     def __init__(self, connect_string: str, *, session_timeout: float = 18.0,
-                 connect_timeout: float = 15.0, request_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 15.0, request_timeout: float = 30.0,
+                 auth_data: Sequence[tuple[str, str]] = (), secure_acls: bool = False) -> None:
+        if secure_acls and not auth_data:
+            raise ValueError("secure ACLs need an authenticated session (auth_data)")
+        self._auth_data = [tuple(item) for item in auth_data]
+        self._secure_acls = secure_acls
         self._hosts, self._chroot = parse_connect_string(connect_string)
         self._connect_string = connect_string.strip()
         #: requests answered (or failed) and the seconds they took, for ``GET /metrics``
@@ -295,7 +315,22 @@ class ZooKeeperClient:
             timeout=self._session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0),
+            auth_data=self._auth_data or None,
         )
+
+    def _acl(self, path: str) -> list[ACL] | None:
+        """The ACL a znode created at ``path`` gets (None: ZooKeeper's open default)."""
+        return secure_acl(path) if self._secure_acls else None
+
+    async def _ensure_levels(self, path: str) -> None:
+        """With secure ACLs: create each missing ancestor level of ``path`` (and ``path``) with
+        its own ACL, so a sensitive leaf does not make its parents unreadable."""
+        client = self._require_client()
+        parts = [part for part in path.split("/") if part]
+        for index in range(1, len(parts) + 1):
+            level = "/" + "/".join(parts[:index])
+            with _translated("ensure_path", level):
+                await self._completion(client.ensure_path_async(level, acl=self._acl(level)))
 
     def _start_session(self, client: KazooClient) -> None:
         """(worker thread) Connect ``client``; CoordinationError when no session in time."""
@@ -311,7 +346,10 @@ class ZooKeeperClient:
         bootstrap = self._new_kazoo_client(self._hosts)
         try:
             self._start_session(bootstrap)
-            bootstrap.ensure_path(self._chroot)
+            parts = [part for part in self._chroot.split("/") if part]
+            for index in range(1, len(parts) + 1):
+                level = "/" + "/".join(parts[:index])
+                bootstrap.ensure_path(level, acl=self._acl(level))
         finally:
             with contextlib.suppress(Exception):
                 bootstrap.stop()
@@ -400,9 +438,12 @@ class ZooKeeperClient:
         """
         client = self._require_client()
         payload = as_bytes(data)
+        if makepath and self._secure_acls:
+            await self._ensure_levels(posixpath.dirname(path))
+            makepath = False
         with _translated("create", path):
             return str(await self._completion(client.create_async(
-                path, payload, ephemeral=ephemeral, sequence=sequence, makepath=makepath)))
+                path, payload, acl=self._acl(path), ephemeral=ephemeral, sequence=sequence, makepath=makepath)))
 
     async def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> ZNodeStat:
         """Replace the data of ``path``; with ``version`` >= 0 only if it still has that version.
@@ -454,6 +495,9 @@ class ZooKeeperClient:
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its missing parents (persistent, empty); no error if present."""
         client = self._require_client()
+        if self._secure_acls:
+            await self._ensure_levels(path)
+            return
         with _translated("ensure_path", path):
             await self._completion(client.ensure_path_async(path))
 
@@ -474,8 +518,8 @@ class ZooKeeperClient:
             if operation.kind == "check":
                 request.check(operation.path, operation.version)
             elif operation.kind == "create":
-                request.create(operation.path, operation.data, ephemeral=operation.ephemeral,
-                               sequence=operation.sequence)
+                request.create(operation.path, operation.data, acl=self._acl(operation.path),
+                               ephemeral=operation.ephemeral, sequence=operation.sequence)
             elif operation.kind == "set_data":
                 request.set_data(operation.path, operation.data, operation.version)
             else:

@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kafkalite import topics
+from kafkalite.coord.entity_names import (
+    DEFAULT_ENTITY,
+    desanitize_entity_name,
+    sanitize_entity_name,
+    user_client_entity_path,
+)
 from kafkalite.coord.znode_json import (
     Fields,
     ZNodePayload,
@@ -49,15 +55,23 @@ CONFIG_PATH = "/config"
 CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_BROKERS_PATH = "/config/brokers"
 CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_USERS_PATH = "/config/users"
+CONFIG_CLIENTS_PATH = "/config/clients"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+#: ACLs (Kafka's layout): literal patterns, prefixed patterns, and their change notifications.
+ACL_PATH = "/kafka-acl"
+ACL_PREFIXED_PATH = "/kafka-acl-extended/prefixed"
+ACL_CHANGES_PATH = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 #: Config entity types kafkalite stores under ``/config/<type>``.
-CONFIG_ENTITY_TYPES: tuple[str, ...] = ("topics", "brokers")
+CONFIG_ENTITY_TYPES: tuple[str, ...] = ("topics", "brokers", "users", "clients")
 #: Name of the cluster-wide default broker config entity (``/config/brokers/<default>``).
-DEFAULT_BROKER_ENTITY = "<default>"
+DEFAULT_BROKER_ENTITY = DEFAULT_ENTITY
 
 #: Persistent container znodes every broker creates (empty data) at start if missing, parents
 #: first. ``/latest_producer_id_block`` starts empty: empty data means "no block handed out yet".
@@ -67,6 +81,8 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     CONFIG_CHANGES_PATH,
     CONFIG_TOPICS_PATH,
     CONFIG_BROKERS_PATH,
+    CONFIG_USERS_PATH,
+    CONFIG_CLIENTS_PATH,
     DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     LATEST_PRODUCER_ID_BLOCK_PATH,
@@ -129,8 +145,19 @@ def broker_config_path(broker_id: int | None) -> str:
 
 
 def config_entity_path(entity_type: str, entity_name: str) -> str:
-    """``/config/<type>/<name>`` for ``topics`` or ``brokers`` (validated)."""
+    """``/config/<type>/<name>`` of topics, brokers, users or clients (validated; names sanitized as Kafka)."""
     return f"{CONFIG_PATH}/{_validate_entity(entity_type, entity_name)}"
+
+
+def validate_entity_path(entity_path: str) -> str:
+    """Check a config entity path relative to ``/config``: ``topics/<t>``, ``brokers/<id>``,
+    ``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>`` (names sanitized); returned as is."""
+    parts = entity_path.split("/") if isinstance(entity_path, str) else []
+    if len(parts) not in (2, 4) or (len(parts) == 4 and parts[0::2] != ["users", "clients"]):
+        raise ValueError(f"entity_path must be '<type>/<name>' or 'users/<u>/clients/<c>', got {entity_path!r}")
+    for entity_type, entity_name in zip(parts[0::2], parts[1::2], strict=True):
+        _validate_entity(entity_type, entity_name)
+    return entity_path
 
 
 def config_change_prefix_path() -> str:
@@ -141,6 +168,13 @@ def config_change_prefix_path() -> str:
 def isr_change_prefix_path() -> str:
     """Path to pass to a *sequential* create of an ISR change notification."""
     return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}"
+
+
+def acl_path(resource_type: str, name: str, prefixed: bool) -> str:
+    """``/kafka-acl/<ResourceType>/<name>``, or ``/kafka-acl-extended/prefixed/...`` for a prefix."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ZNodeDataError(f"invalid ACL resource name {name!r}")
+    return f"{ACL_PREFIXED_PATH if prefixed else ACL_PATH}/{resource_type}/{name}"
 
 
 def sequence_number(child_name: str, prefix: str) -> int:
@@ -175,6 +209,10 @@ def _validate_entity(entity_type: str, entity_name: str) -> str:
             entity_name.isdigit() and entity_name.isascii()
         ):
             raise ValueError(f"broker config entity must be an id or <default>, got {entity_name!r}")
+    elif entity_type in ("users", "clients"):
+        if not entity_name or sanitize_entity_name(desanitize_entity_name(entity_name)) != entity_name:
+            raise ValueError(f"{entity_type} config entity name must be sanitized (URL-encoded) and non-empty, "
+                             f"got {entity_name!r}")
     else:
         raise ValueError(f"unknown config entity type {entity_type!r} (expected one of "
                          f"{', '.join(CONFIG_ENTITY_TYPES)})")
@@ -439,18 +477,18 @@ class ConfigEntity(ZNodePayload):
 class ConfigChangeNotification(ZNodePayload):
     """``/config/changes/config_change_<seq>`` (sequential): "re-read this config entity".
 
-    ``entity_path`` is ``topics/<t>`` or ``brokers/<id|<default>>``, relative to ``/config``.
+    ``entity_path`` is ``topics/<t>``, ``brokers/<id|<default>>``, ``users/<u>``, ``clients/<c>``
+    or ``users/<u>/clients/<c>``, relative to ``/config``; written as Kafka's version 2
+    (``{"version":2,"entity_path":"users/alice"}``).
     """
 
+    VERSION: ClassVar[int] = 2
     WHAT: ClassVar[str] = "config change notification"
 
     entity_path: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.entity_path, str) or self.entity_path.count("/") != 1:
-            raise ValueError(f"entity_path must be '<type>/<name>', got {self.entity_path!r}")
-        entity_type, entity_name = self.entity_path.split("/")
-        _validate_entity(entity_type, entity_name)
+        validate_entity_path(self.entity_path)
 
     @classmethod
     def for_topic(cls, topic: str) -> ConfigChangeNotification:
@@ -658,9 +696,11 @@ class ProducerIdBlock(ZNodePayload):
 __all__ = [
     "ADMIN_PATH", "BROKERS_PATH", "BROKER_IDS_PATH", "BROKER_TOPICS_PATH", "CLUSTER_ID_PATH",
     "CLUSTER_PATH", "CONFIG_BROKERS_PATH", "CONFIG_CHANGES_PATH", "CONFIG_CHANGE_PREFIX",
+    "CONFIG_CLIENTS_PATH", "CONFIG_USERS_PATH", "DEFAULT_ENTITY",
     "CONFIG_ENTITY_TYPES", "CONFIG_PATH", "CONFIG_TOPICS_PATH", "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH", "DEFAULT_BROKER_ENTITY", "DELETE_TOPICS_PATH", "ISR_CHANGE_NOTIFICATION_PATH",
     "ISR_CHANGE_PREFIX", "LATEST_PRODUCER_ID_BLOCK_PATH", "PERSISTENT_PATHS",
+    "ACL_PATH", "ACL_PREFIXED_PATH", "ACL_CHANGES_PATH", "ACL_EXTENDED_CHANGES_PATH", "ACL_CHANGE_PREFIX", "acl_path",
     "PREFERRED_REPLICA_ELECTION_PATH", "PRODUCER_ID_BLOCK_SIZE", "REASSIGN_PARTITIONS_PATH",
     "BrokerRegistration", "ClusterId", "ConfigChangeNotification", "ConfigEntity",
     "ControllerEpoch", "ControllerInfo", "IsrChangeNotification", "PartitionReassignment",
@@ -670,4 +710,5 @@ __all__ = [
     "config_entity_path", "delete_topic_path", "isr_change_prefix_path", "now_ms",
     "partition_path", "partition_state_path", "sequence_child_name", "sequence_number",
     "topic_config_path", "topic_partitions_path", "topic_path", "validate_topic_name",
+    "desanitize_entity_name", "sanitize_entity_name", "user_client_entity_path", "validate_entity_path",
 ]

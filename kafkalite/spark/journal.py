@@ -81,7 +81,8 @@ class SinkJournal:
         from kafkalite.client.types import NewTopic
         from kafkalite.errors import TopicAlreadyExistsError
 
-        admin = KafkaAdminClient(bootstrap_servers=self.options.bootstrap_servers, client_id="kafkalite-spark-journal")
+        admin = KafkaAdminClient(bootstrap_servers=self.options.bootstrap_servers, client_id="kafkalite-spark-journal",
+                                 **dict(self.options.security))
         try:
             for _ in range(50):
                 described = admin.describe_topics([self.topic])
@@ -102,7 +103,8 @@ class SinkJournal:
     def read(self) -> JournalState:
         """Everything the journal holds for this sink (latest value per key)."""
         tp = TopicPartition(self.topic, self.partition())
-        consumer = open_consumer(self.options.bootstrap_servers, "kafkalite-spark-journal")
+        consumer = open_consumer(self.options.bootstrap_servers, "kafkalite-spark-journal",
+                                 security=self.options.security)
         latest: dict[str, tuple[dict[str, Any] | None, int, int]] = {}
         prefix = self.sink_id + "/"
         try:
@@ -219,7 +221,8 @@ class WrittenRecords:
 
     def _scan(self, topic: str) -> dict[tuple[bytes | None, bytes | None, tuple[Any, ...]], Counter[int]]:
         found: dict[tuple[bytes | None, bytes | None, tuple[Any, ...]], Counter[int]] = {}
-        consumer = open_consumer(self.options.bootstrap_servers, "kafkalite-spark-sink-scan")
+        consumer = open_consumer(self.options.bootstrap_servers, "kafkalite-spark-sink-scan",
+                                 security=self.options.security)
         try:
             partitions = sorted(consumer.partitions_for_topic(topic) or ())
             tps = [TopicPartition(topic, number) for number in partitions]

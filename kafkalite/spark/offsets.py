@@ -19,7 +19,14 @@ from pyspark.sql.datasource import InputPartition
 
 from kafkalite import protocol
 from kafkalite.client.types import TopicPartition
-from kafkalite.spark.options import ISOLATION_LEVELS, OffsetSpec, ReadSettings, SparkOptionError, Subscription
+from kafkalite.spark.options import (
+    ISOLATION_LEVELS,
+    ClientSecurity,
+    OffsetSpec,
+    ReadSettings,
+    SparkOptionError,
+    Subscription,
+)
 
 # One logger for the whole data source, as when it was one module: log settings keep working.
 log = logging.getLogger("kafkalite.spark")
@@ -82,19 +89,22 @@ class ClusterClient:
     the last stable offset (an open transaction holds a read there), under read_uncommitted the
     high watermark."""
 
-    def __init__(self, bootstrap_servers: str, isolation_level: str = ISOLATION_LEVELS[0]) -> None:
+    def __init__(self, bootstrap_servers: str, isolation_level: str = ISOLATION_LEVELS[0],
+                 security: ClientSecurity = ()) -> None:
         if isolation_level not in ISOLATION_LEVELS:
             raise SparkOptionError("kafka.isolation.level",
                                    f"must be read_committed or read_uncommitted, got {isolation_level!r}")
         self.bootstrap_servers = bootstrap_servers
         self.isolation_level = isolation_level
+        self.security = security
         self.admin = self._connect()
         self._warned_missing: set[str] = set()
 
     def _connect(self) -> Any:
         from kafkalite.client.admin import KafkaAdminClient
 
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="kafkalite-spark-driver")
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="kafkalite-spark-driver",
+                                **dict(self.security))
 
     def close(self) -> None:
         self.admin.close()

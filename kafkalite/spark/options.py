@@ -21,6 +21,7 @@ from typing import Any
 from kafkalite import protocol
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import ConfigError, KafkaliteError
+from kafkalite.security import client_properties
 
 # One logger for the whole data source, as when it was one module: log settings keep working.
 log = logging.getLogger("kafkalite.spark")
@@ -105,6 +106,41 @@ _SPARK_NAMES = {
 }
 
 
+#: Client security settings, passed through to every client the source or sink opens with the
+#: tools' mapping (:mod:`kafkalite.security.client_properties`): ``kafka.security.protocol``,
+#: ``kafka.ssl.*``, ``kafka.sasl.*`` (``kafkalite.*`` alike).
+_SECURITY_PREFIXES = ("kafka.security.protocol", "kafka.ssl.", "kafka.sasl.", "kafkalite.security.protocol",
+                      "kafkalite.ssl.", "kafkalite.sasl.")
+#: Client options as (name, value) pairs: picklable, so they travel to the executors.
+ClientSecurity = tuple[tuple[str, Any], ...]
+
+
+def _is_security_key(key: str) -> bool:
+    return key.startswith(_SECURITY_PREFIXES)
+
+
+def _mentioned(name: str, message: str) -> bool:
+    """Whether an error ``message`` is about client property ``name`` (or the option it maps to)."""
+    return name in message or client_properties.option_name(name) in message
+
+
+def client_security(options: Mapping[str, str]) -> ClientSecurity:
+    """The client security options of the (lowercased) data source ``options``; a setting the
+    clients cannot honour is a SparkOptionError naming it (no silent plaintext)."""
+    given = {key: value for key, value in options.items() if _is_security_key(key)}
+    properties = {key.split(".", 1)[1]: value for key, value in given.items()}
+    try:
+        mapped = client_properties.pop_security_options(properties)
+        from kafkalite.client.options import check_common_options
+
+        check_common_options(dict(mapped), set())  # e.g. a CA file that cannot be read, SASL without support
+    except ConfigError as exc:
+        named = next((key for key in sorted(given, key=lambda item: (item.endswith("security.protocol"), item))
+                      if _mentioned(key.split(".", 1)[1], str(exc))), "kafka.security.protocol")
+        raise SparkOptionError(named, str(exc)) from None
+    return tuple(sorted(mapped.items()))
+
+
 def spark_name(key: str) -> str:
     """The option's name as Spark's documentation spells it (options arrive lowercased)."""
     return _SPARK_NAMES.get(key, key)
@@ -119,7 +155,7 @@ def _check_known(options: Mapping[str, str], known: set[str], role: str) -> None
     with lowercased names, so the spelling the user wrote is gone; the hint names the closest
     known option as Spark's documentation spells it."""
     for key in sorted(options):
-        if key not in known:
+        if key not in known and not _is_security_key(key):
             hint = ""
             if key.startswith(("kafka.", "kafkalite.")):
                 supported = ", ".join(sorted(name for name in known if name.startswith("kafka.")))
@@ -335,6 +371,8 @@ class ReadSettings:
     isolation_level: str = ISOLATION_LEVELS[0]
     #: Typed values (valueFormat avro or json), resolved on the driver; None for binary values.
     value_format: ValueFormat | None = None
+    #: TLS/SASL client options (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``).
+    security: ClientSecurity = ()
 
 
 @dataclass(frozen=True)
@@ -371,6 +409,7 @@ class SourceOptions:
             include_headers=_boolean(options, "includeheaders", False),
             poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
             isolation_level=_isolation_level(options),
+            security=client_security(options),
             value_format=parse_value_format(options, subscription.topics[0] if len(subscription.topics) == 1
                                             else None))
         strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
@@ -404,6 +443,8 @@ class SinkOptions:
     linger_ms: int = 5
     #: Typed values (valueFormat avro or json) for a struct value column; None for binary/string.
     value_format: ValueFormat | None = None
+    #: TLS/SASL client options (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``).
+    security: ClientSecurity = ()
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], streaming: bool) -> SinkOptions:
@@ -429,7 +470,7 @@ class SinkOptions:
         return cls(bootstrap_servers=_bootstrap(options), topic=topic, exactly_once=exactly_once,
                    journal_topic=journal, acks=acks,
                    compression_type=None if compression in ("", "none") else compression, linger_ms=max(0, linger_ms),
-                   value_format=parse_value_format(options, topic))
+                   value_format=parse_value_format(options, topic), security=client_security(options))
 
 
 # --- typed values (the schema registry; see kafkalite.spark.formats) ----------------------------------

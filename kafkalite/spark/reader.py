@@ -65,7 +65,8 @@ def read_offset_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     settings = part.settings
     tp = TopicPartition(part.topic, part.partition)
     decoder = ArrowBatchDecoder(part.topic, part.partition, settings.include_headers)
-    consumer = open_consumer(settings.bootstrap_servers, "kafkalite-spark-reader", settings.isolation_level)
+    consumer = open_consumer(settings.bootstrap_servers, "kafkalite-spark-reader", settings.isolation_level,
+                             settings.security)
     try:
         consumer.assign([tp])
         consumer.seek(tp, part.from_offset)
@@ -178,7 +179,8 @@ class KafkaliteBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
-        cluster = ClusterClient(options.settings.bootstrap_servers, options.settings.isolation_level)
+        cluster = ClusterClient(options.settings.bootstrap_servers, options.settings.isolation_level,
+                                options.settings.security)
         try:
             cluster.check_assigned(options.subscription)
             partitions = cluster.partitions(options.subscription)
@@ -219,7 +221,7 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def cluster(self) -> ClusterClient:
         if self._cluster is None:
             self._cluster = ClusterClient(self.options.settings.bootstrap_servers,
-                                          self.options.settings.isolation_level)
+                                          self.options.settings.isolation_level, self.options.settings.security)
         return self._cluster
 
     # -- planning (driver) ------------------------------------------------------------------

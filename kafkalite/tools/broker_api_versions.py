@@ -24,13 +24,20 @@ Exit codes: 0 done, 1 a broker did not answer (or no broker did), 2 bad argument
 from __future__ import annotations
 
 import asyncio
+import ssl
 import sys
 from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client import KafkaAdminClient
 from kafkalite.errors import KafkaliteError
-from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    command_config_options,
+    run_cli,
+    transport_ssl_context,
+)
 from kafkalite.transport import AsyncTransport
 
 _REQUEST_TIMEOUT_MS = 10_000
@@ -43,7 +50,7 @@ def build_parser() -> ToolArgumentParser:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="REQUIRED: the broker(s) to connect to, e.g. localhost:9092")
     parser.add_argument("--version", action="store_true", help="display kafkalite version")
-    parser.add_argument("--command-config", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -67,8 +74,10 @@ def format_broker(address: str, broker_id: int, rack: str | None, answer: dict[s
     return f"{address} (id: {broker_id} rack: {rack or 'null'}) -> (\n{body}\n)"
 
 
-async def _ask_all(brokers: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | Exception]]:
-    transport = AsyncTransport(request_timeout_ms=_REQUEST_TIMEOUT_MS, client_id="kafkalite-broker-api-versions")
+async def _ask_all(brokers: list[dict[str, Any]], ssl_context: ssl.SSLContext | None = None
+                   ) -> list[tuple[dict[str, Any], dict[str, Any] | Exception]]:
+    transport = AsyncTransport(request_timeout_ms=_REQUEST_TIMEOUT_MS, client_id="kafkalite-broker-api-versions",
+                               ssl_context=ssl_context)
     try:
         async def ask(broker: dict[str, Any]) -> dict[str, Any] | Exception:
             try:
@@ -94,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not arguments.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-broker-api-versions")
+    security = command_config_options(arguments.command_config)
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-broker-api-versions",
+                             **security)
     try:
         brokers = sorted(admin.describe_cluster()["brokers"], key=lambda broker: broker["broker_id"])
     finally:
@@ -103,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print("Error: the cluster has no live broker", file=sys.stderr)
         return 1
     failed = 0
-    for broker, answer in asyncio.run(_ask_all(brokers)):
+    for broker, answer in asyncio.run(_ask_all(brokers, transport_ssl_context(security))):
         address = f"{broker['host']}:{broker['port']}"
         if isinstance(answer, Exception):
             failed += 1

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import signal
+import ssl
 import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from kafkalite.errors import KafkaliteError
+from kafkalite.errors import ConfigError, KafkaliteError
+from kafkalite.security import client_properties
 
 if TYPE_CHECKING:
     from kafkalite.coord.coordinator import Coordinator
@@ -167,3 +169,47 @@ async def registered_brokers(coordinator: Coordinator) -> list[str]:
         registration = znodes.BrokerRegistration.from_bytes(data)
         addresses.append(f"{registration.host}:{registration.port}")
     return addresses
+
+
+# -- client security settings (--command-config, --producer.config, --consumer.config) --------------
+#: The kafkalite client options :func:`pop_security_options` produces.
+SECURITY_OPTIONS = client_properties.SECURITY_OPTIONS
+
+
+def pop_security_options(properties: dict[str, str]) -> dict[str, Any]:
+    """Remove the security settings from Kafka client ``properties`` and return them as
+    kafkalite client options (:func:`kafkalite.security.client_properties.pop_security_options`,
+    the one mapping the tools and the Spark source and sink share); a setting that cannot be
+    honoured is a UsageError."""
+    try:
+        return client_properties.pop_security_options(properties)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def command_config_options(path: str | None) -> dict[str, Any]:
+    """The kafkalite client options of a tool's ``--command-config`` file (Kafka client
+    properties): its security settings (:func:`pop_security_options`); ``bootstrap.servers``
+    and ``client.id`` are the tool's own and other settings do not apply to admin calls, so they
+    are ignored (with a note on stderr)."""
+    if not path:
+        return {}
+    from kafkalite.config import load_properties
+
+    try:
+        properties = load_properties(path)
+    except KafkaliteError as exc:
+        raise UsageError(f"--command-config {path}: {exc}") from None
+    options = pop_security_options(properties)
+    ignored = sorted(set(properties) - {"bootstrap.servers", "client.id"})
+    if ignored:
+        print(f"Note: --command-config settings not used by this tool: {', '.join(ignored)}", file=sys.stderr)
+    return options
+
+
+def transport_ssl_context(options: dict[str, Any]) -> ssl.SSLContext | None:
+    """The TLS context of client ``options`` (from :func:`pop_security_options`) for a tool that
+    talks to brokers through its own transport; None for PLAINTEXT."""
+    from kafkalite.client.options import check_common_options
+
+    return check_common_options(dict(options), set())

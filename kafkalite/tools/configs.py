@@ -21,6 +21,14 @@ in one request and prints "Completed updating config for topic T." (or "... for 
 "Completed updating default config for brokers in the cluster."). As in Kafka, deleting a
 config that has no dynamic value is an error ("Invalid config(s): ...").
 
+Users and clients (Kafka's ``/config/users``, ``/config/clients`` entities): ``--entity-type
+users --entity-name alice`` (or ``--entity-default``), ``--entity-type clients ...``, or both in
+one command for a user's client. ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=P]'``
+(and SCRAM-SHA-512; iterations default to 4096) computes Kafka's stored credential here, so the
+password never leaves the tool; quota keys (``producer_byte_rate``, ...) are stored as given.
+``--describe`` prints "Quota configs for user-principal 'alice' are ..." and "SCRAM credential
+configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192", never salts or keys.
+
 Exit codes: 0 done, 1 the operation failed (unknown topic or broker, invalid config, ...), 2
 bad arguments.
 """
@@ -35,10 +43,16 @@ from typing import Any
 from kafkalite.client import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafkalite.config import BROKER_TO_TOPIC_NAMES
 from kafkalite.errors import KafkaliteError
-from kafkalite.tools.common import ToolArgumentParser, UsageError, bootstrap_from_zookeeper, run_cli
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    bootstrap_from_zookeeper,
+    command_config_options,
+    run_cli,
+)
 
 _ENTITY_TYPES = {"topics": "topics", "topic": "topics", "brokers": "brokers", "broker": "brokers"}
-_UNSUPPORTED_ENTITY_TYPES = ("users", "clients", "ips", "broker-loggers")
+_UNSUPPORTED_ENTITY_TYPES = ("ips", "broker-loggers")
 _DYNAMIC_TOPIC_SOURCES = {"DYNAMIC_TOPIC_CONFIG"}
 _DYNAMIC_BROKER_SOURCES = {"DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
 _DEFAULT_BROKER_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
@@ -48,7 +62,7 @@ _BROKER_NAME_OF_TOPIC_CONFIG = {topic_name: broker_name for broker_name, topic_n
 def build_parser() -> ToolArgumentParser:
     """The command line, with kafka-configs.sh's flag names."""
     parser = ToolArgumentParser(prog="kafkalite-configs.sh",
-                                description="Add, delete or describe configs of topics and brokers.")
+                                description="Add, delete or describe configs of topics, brokers, users and clients.")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="REQUIRED (or --zookeeper): the broker(s) to connect to, e.g. localhost:9092")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -57,10 +71,12 @@ def build_parser() -> ToolArgumentParser:
     actions.add_argument("--describe", action="store_true", help="list configs for the given entity")
     actions.add_argument("--alter", action="store_true", help="alter the configuration of the entity")
     actions.add_argument("--version", action="store_true", help="display kafkalite version")
-    parser.add_argument("--entity-type", metavar="TYPE", help="topics or brokers")
-    parser.add_argument("--entity-name", metavar="NAME", help="the topic name or the broker id")
+    parser.add_argument("--entity-type", metavar="TYPE", help="topics, brokers, users or clients "
+                        "(users and clients may be combined: --entity-type users --entity-name U "
+                        "--entity-type clients --entity-name C)")
+    parser.add_argument("--entity-name", metavar="NAME", help="the topic name, broker id, user or client id")
     parser.add_argument("--entity-default", action="store_true",
-                        help="the cluster-wide default of brokers (with --entity-type brokers)")
+                        help="the default entity (brokers, users or clients)")
     parser.add_argument("--topic", metavar="TOPIC", help="shorthand for --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", metavar="ID", help="shorthand for --entity-type brokers --entity-name ID")
     parser.add_argument("--broker-defaults", action="store_true",
@@ -71,7 +87,7 @@ def build_parser() -> ToolArgumentParser:
     parser.add_argument("--delete-config", action="append", metavar="K[,K2]", help="configs to remove: 'k1,k2'")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
     parser.add_argument("--force", action="store_true", help="accepted for compatibility; not used")
-    parser.add_argument("--command-config", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -176,10 +192,10 @@ def resolve_entity(arguments: Any) -> Entity:
         raise UsageError("--entity-type is required (or --topic, --broker, --broker-defaults)")
     requested = arguments.entity_type.strip().lower()
     if requested in _UNSUPPORTED_ENTITY_TYPES:
-        raise UsageError(f"kafkalite keeps configs for topics and brokers only, not {requested}")
+        raise UsageError(f"kafkalite keeps configs for topics, brokers, users and clients only, not {requested}")
     entity_type = _ENTITY_TYPES.get(requested)
     if entity_type is None:
-        raise UsageError(f"--entity-type must be topics or brokers, got {arguments.entity_type!r}")
+        raise UsageError(f"--entity-type must be topics, brokers, users or clients, got {arguments.entity_type!r}")
     if arguments.entity_default:
         if entity_type != "brokers":
             raise UsageError("--entity-default applies to --entity-type brokers only")
@@ -205,6 +221,10 @@ def _named(entity_type: str, name: str | None) -> Entity:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    found = user_client_entity(argv)
+    if found is not None:
+        return user_client_main(found)
     arguments = build_parser().parse_args(argv)
     if arguments.version:
         from kafkalite import __version__
@@ -231,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         if not arguments.zookeeper:
             raise UsageError("--bootstrap-server is required")
         arguments.bootstrap_server = bootstrap_from_zookeeper(arguments.zookeeper)
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs",
+                             **command_config_options(arguments.command_config))
     try:
         if arguments.describe:
             return _describe(admin, entity, arguments.all)
@@ -325,6 +346,174 @@ def _alter(admin: KafkaAdminClient, entity: Entity, additions: dict[str, str], d
     else:
         print(f"Completed updating config for {entity.singular} {name}.")
     return 0
+
+
+# -- users and clients (SCRAM credentials, quotas) -------------------------------------------
+
+_USER_CLIENT_TYPES = {"users": "users", "user": "users", "clients": "clients", "client": "clients"}
+
+
+@dataclass(frozen=True)
+class UserClientEntity:
+    """``--entity-type users|clients`` (once each, in any order) with a name or ``--entity-default``
+    each (``<default>``); a name may be missing for --describe (every entity of the type)."""
+
+    user: str | None  # raw name, "<default>", or None when users are not part of the entity
+    client_id: str | None
+    has_user: bool
+    has_client: bool
+
+
+def user_client_entity(argv: list[str]) -> tuple[UserClientEntity, list[str]] | None:
+    """Take the ``--entity-type users|clients`` / ``--entity-name`` / ``--entity-default`` pairs out
+    of ``argv`` (they may repeat, as in Kafka); None when the command is not about users or clients."""
+    pairs: list[list[str | None]] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        flag, equals, inline = token.partition("=")
+        if flag in ("--entity-type", "--entity-name"):
+            value = inline if equals else (argv[index + 1] if index + 1 < len(argv) else None)
+            index += 1 if equals else 2
+            if value is None:
+                raise UsageError(f"{flag} needs a value")
+            if flag == "--entity-type":
+                pairs.append([value.strip().lower(), None])
+            elif not pairs or pairs[-1][1] is not None:
+                pairs.append([None, value])
+            else:
+                pairs[-1][1] = value
+            continue
+        if token == "--entity-default":
+            if not pairs or pairs[-1][1] is not None:
+                pairs.append([None, "<default>"])
+            else:
+                pairs[-1][1] = "<default>"
+            index += 1
+            continue
+        rest.append(token)
+        index += 1
+    types = [pair[0] for pair in pairs]
+    if not any(kind in _USER_CLIENT_TYPES for kind in types):
+        return None
+    user: str | None = None
+    client_id: str | None = None
+    has_user = has_client = False
+    for kind, name in pairs:
+        entity_type = _USER_CLIENT_TYPES.get(kind or "")
+        if entity_type is None:
+            raise UsageError(f"--entity-type {kind} cannot be combined with users or clients")
+        if name is not None and not name.strip():
+            raise UsageError(f"the entity name of {entity_type} must not be empty")
+        if entity_type == "users":
+            if has_user:
+                raise UsageError("--entity-type users given twice")
+            has_user, user = True, name
+        else:
+            if has_client:
+                raise UsageError("--entity-type clients given twice")
+            has_client, client_id = True, name
+    return UserClientEntity(user, client_id, has_user, has_client), rest
+
+
+def _label(user: str | None, client_id: str | None, has_user: bool, has_client: bool) -> str:
+    parts = []
+    if has_user:
+        parts.append("the default user-principal" if user == "<default>" else f"user-principal '{user}'")
+    if has_client:
+        parts.append("the default client-id" if client_id == "<default>" else f"client-id '{client_id}'")
+    return ", ".join(parts)
+
+
+def scram_credential_config(mechanism: str, text: str) -> str:
+    """``iterations=8192,password=secret`` (the bracket content of ``SCRAM-SHA-256=[...]``) →
+    Kafka's stored credential text; the password is used here and nowhere else."""
+    from kafkalite.security.scram import DEFAULT_ITERATIONS, new_credential
+
+    fields: dict[str, str] = {}
+    for item in text.split(","):
+        key, separator, value = item.partition("=")
+        if not separator:
+            raise UsageError(f"{mechanism} expects [iterations=N,password=P], got an item without '='")
+        fields[key.strip()] = value
+    unknown = sorted(set(fields) - {"iterations", "password"})
+    if unknown or "password" not in fields:
+        raise UsageError(f"{mechanism} expects [iterations=N,password=P] (password required)")
+    try:
+        iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+    except ValueError:
+        raise UsageError(f"{mechanism} iterations must be an integer") from None
+    try:
+        return new_credential(mechanism, fields["password"], iterations).to_text()
+    except KafkaliteError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def user_client_main(found: tuple[UserClientEntity, list[str]]) -> int:
+    """``kafkalite-configs.sh`` for users and clients."""
+    entity, rest = found
+    arguments = build_parser().parse_args(rest)
+    if arguments.version:
+        from kafkalite import __version__
+
+        print(__version__)
+        return 0
+    if arguments.topic is not None or arguments.broker is not None or arguments.broker_defaults:
+        raise UsageError("--topic/--broker/--broker-defaults cannot be combined with users or clients")
+    if not arguments.bootstrap_server:
+        if not arguments.zookeeper:
+            raise UsageError("--bootstrap-server is required")
+        arguments.bootstrap_server = bootstrap_from_zookeeper(arguments.zookeeper)
+    additions: dict[str, str] = {}
+    deletions: list[str] = []
+    if arguments.alter:
+        if (entity.has_user and entity.user is None) or (entity.has_client and entity.client_id is None):
+            raise UsageError("--alter needs --entity-name or --entity-default for each --entity-type")
+        additions = {**parse_add_config_file(arguments.add_config_file), **parse_add_config(arguments.add_config)}
+        deletions = parse_delete_config(arguments.delete_config)
+        if not additions and not deletions:
+            raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be "
+                             "specified with --alter")
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            if mechanism in additions:
+                additions[mechanism] = scram_credential_config(mechanism, additions[mechanism])
+    elif arguments.add_config or arguments.add_config_file or arguments.delete_config:
+        raise UsageError("--add-config, --add-config-file and --delete-config need --alter")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-configs",
+                             **command_config_options(arguments.command_config))
+    try:
+        if arguments.alter:
+            try:
+                admin.alter_entity_configs(entity.user, entity.client_id, additions, deletions)
+            except KafkaliteError as exc:
+                return _fail(str(exc))
+            names = []
+            if entity.has_user:
+                names.append("default user" if entity.user == "<default>" else f"user {entity.user}")
+            if entity.has_client:
+                names.append("default client" if entity.client_id == "<default>" else f"client {entity.client_id}")
+            print(f"Completed updating config for {', '.join(names)}.")
+            return 0
+        for item in admin.describe_entity_configs():
+            user, client_id = item.get("user"), item.get("client_id")
+            if (user is not None) != entity.has_user or (client_id is not None) != entity.has_client:
+                continue
+            if (entity.user is not None and user != entity.user) or \
+                    (entity.client_id is not None and client_id != entity.client_id):
+                continue
+            configs: dict[str, str] = item.get("configs", {})
+            label = _label(user, client_id, entity.has_user, entity.has_client)
+            quotas = {key: value for key, value in configs.items() if not key.startswith("SCRAM-")}
+            credentials = {key: value for key, value in configs.items() if key.startswith("SCRAM-")}
+            if quotas:
+                print(f"Quota configs for {label} are {', '.join(f'{k}={v}' for k, v in sorted(quotas.items()))}")
+            if credentials:
+                print(f"SCRAM credential configs for {label} are "
+                      f"{', '.join(f'{k}={v}' for k, v in sorted(credentials.items()))}")
+        return 0
+    finally:
+        admin.close()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,14 @@ from typing import Any, TextIO
 
 from kafkalite.client import KafkaConsumer, TopicPartition
 from kafkalite.config import load_properties
-from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_bool_property, parse_key_values, run_cli
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    parse_bool_property,
+    parse_key_values,
+    pop_security_options,
+    run_cli,
+)
 
 _CONSUMER_OPTIONS = {
     "auto.offset.reset": "auto_offset_reset", "enable.auto.commit": "enable_auto_commit",
@@ -106,7 +113,7 @@ def _consumer_options(arguments: Any) -> dict[str, Any]:
     if arguments.consumer_config:
         raw.update(load_properties(arguments.consumer_config))
     raw.update(parse_key_values(arguments.consumer_property, "--consumer-property"))
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = pop_security_options(raw)
     for name, value in raw.items():
         option = _CONSUMER_OPTIONS.get(name)
         if option is None:

@@ -12,7 +12,14 @@ from typing import Any, TextIO
 from kafkalite.client import KafkaProducer
 from kafkalite.config import load_properties
 from kafkalite.errors import KafkaliteError
-from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_bool_property, parse_key_values, run_cli
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    parse_bool_property,
+    parse_key_values,
+    pop_security_options,
+    run_cli,
+)
 
 _PRODUCER_OPTIONS = {
     "acks": "acks", "compression.type": "compression_type", "linger.ms": "linger_ms", "batch.size": "batch_size",
@@ -51,7 +58,7 @@ def _producer_options(arguments: Any) -> dict[str, Any]:
     if arguments.producer_config:
         raw.update(load_properties(arguments.producer_config))
     raw.update(parse_key_values(arguments.producer_property, "--producer-property"))
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = pop_security_options(raw)
     for name, value in raw.items():
         option = _PRODUCER_OPTIONS.get(name)
         if option is None:

@@ -28,7 +28,14 @@ from typing import Any
 
 from kafkalite import protocol
 from kafkalite.client import GroupInformation, KafkaAdminClient, OffsetAndMetadata, TopicPartition
-from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ToolArgumentParser,
+    UsageError,
+    command_config_options,
+    run_cli,
+)
 
 SCENARIOS = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime")
 INACTIVE_STATES = ("Empty", "Dead")
@@ -69,7 +76,7 @@ def build_parser() -> ToolArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="only show the result (the default)")
     parser.add_argument("--execute", action="store_true", help="commit the new offsets")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS", help="accepted for compatibility")
-    parser.add_argument("--command-config", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -204,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError("--delete --topic (deleting a group's offsets of a topic) is not supported")
     if arguments.describe and sum(bool(flag) for flag in (arguments.members, arguments.state, arguments.offsets)) > 1:
         raise UsageError("--members, --state and --offsets cannot be combined")
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-consumer-groups")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-consumer-groups",
+                             **command_config_options(arguments.command_config))
     try:
         if arguments.list:
             return _list(admin, arguments)

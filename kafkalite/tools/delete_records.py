@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.client import KafkaAdminClient, TopicPartition
-from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import ToolArgumentParser, UsageError, command_config_options, run_cli
 
 _EXAMPLE = '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], "version": 1}'
 
@@ -45,7 +45,8 @@ def build_parser() -> ToolArgumentParser:
                         help=f"REQUIRED: the JSON file with the offset per partition, e.g. {_EXAMPLE}")
     parser.add_argument("--timeout-ms", type=int, default=30_000, metavar="MS",
                         help="how long to wait for the replicas of each partition (default 30000)")
-    parser.add_argument("--command-config", metavar="FILE", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -105,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.timeout_ms < 0:
         raise UsageError(f"--timeout-ms must not be negative, got {arguments.timeout_ms}")
     offsets = load_offsets_file(arguments.offset_json_file)
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-delete-records")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-delete-records",
+                             **command_config_options(arguments.command_config))
     try:
         print("Executing records delete operation", flush=True)
         results = admin.delete_records(offsets, timeout_ms=arguments.timeout_ms, raise_errors=False)

@@ -50,7 +50,7 @@ from kafkalite.client.consumer_settings import ConsumerSettings
 from kafkalite.client.producer_settings import ProducerSettings
 from kafkalite.config import load_properties
 from kafkalite.errors import ConfigError, KafkaliteError
-from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, SECURITY_OPTIONS, ToolArgumentParser, UsageError, run_cli
 from kafkalite.tools.producer_perf_test import ThroughputThrottler, client_options
 
 POLL_TIMEOUT_MS = 60_000
@@ -117,7 +117,7 @@ def client_settings(path: str | None, known: set[str]) -> dict[str, Any]:
         options = client_options(load_properties(path))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    return {name: value for name, value in options.items() if name in known}
+    return {name: value for name, value in options.items() if name in known or name in SECURITY_OPTIONS}
 
 
 def make_producer(bootstrap: str, acks: int | str, properties_file: str | None = None) -> KafkaProducer:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.client import KafkaAdminClient, TopicPartition
-from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import ToolArgumentParser, UsageError, command_config_options, run_cli
 
 LATEST = -1
 EARLIEST = -2
@@ -56,7 +56,7 @@ def build_parser() -> ToolArgumentParser:
                         help="-1 or latest (default), -2 or earliest, -3 or max-timestamp, or a timestamp in ms")
     parser.add_argument("--exclude-internal-topics", action="store_true",
                         help="leave out internal topics such as __consumer_offsets")
-    parser.add_argument("--command-config", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", help="client properties file: security.protocol, ssl.*, sasl.*")
     parser.add_argument("--offsets", help="accepted for compatibility (Kafka ignores it too)")
     parser.add_argument("--max-wait-ms", help="accepted for compatibility (Kafka ignores it too)")
     return parser
@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError("--bootstrap-server is required")
     timestamp = parse_time(arguments.time)
     filters = _filters(arguments)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkalite-get-offsets")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkalite-get-offsets",
+                             **command_config_options(arguments.command_config))
     try:
         return _print_offsets(admin, filters, timestamp, arguments.exclude_internal_topics)
     finally:

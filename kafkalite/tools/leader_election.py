@@ -26,7 +26,7 @@ from typing import Any
 
 from kafkalite import errors
 from kafkalite.client import KafkaAdminClient, TopicPartition
-from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import ToolArgumentParser, UsageError, command_config_options, run_cli
 
 _SUCCESS = "NONE"
 _NOT_NEEDED = "ELECTION_NOT_NEEDED"
@@ -52,7 +52,8 @@ def build_parser() -> ToolArgumentParser:
                         help="elect every partition of every topic")
     parser.add_argument("--path-to-json-file", metavar="FILE",
                         help='a JSON file: {"partitions": [{"topic": "foo", "partition": 1}, ...]}')
-    parser.add_argument("--admin.config", dest="admin_config", help="accepted for compatibility; not used")
+    parser.add_argument("--admin.config", dest="admin_config", metavar="CONFIG-FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.election_type is None:
         raise UsageError("Missing required option(s): --election-type")
     partitions = _selected(arguments)
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-leader-election")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-leader-election",
+                             **command_config_options(arguments.admin_config))
     try:
         results = admin.elect_leaders("preferred", partitions, raise_errors=False)
     finally:

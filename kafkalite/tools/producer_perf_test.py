@@ -53,7 +53,15 @@ from kafkalite.client import KafkaProducer, RecordMetadata
 from kafkalite.client.accumulator import RECORD_OVERHEAD
 from kafkalite.config import load_properties
 from kafkalite.errors import ConfigError, KafkaliteError
-from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, parse_key_values, run_cli
+from kafkalite.tools.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ToolArgumentParser,
+    UsageError,
+    parse_key_values,
+    pop_security_options,
+    run_cli,
+)
 from kafkalite.tools.verifiable_producer import property_to_option
 
 REPORTING_INTERVAL_SECONDS = 5.0
@@ -67,9 +75,13 @@ REQUEST_HEADROOM = 1024  # batch header and the producer's own margin below max.
 
 
 def client_options(properties: dict[str, str]) -> dict[str, Any]:
-    """Kafka-named properties (``linger.ms=5``) as kafka-python options (``linger_ms=5``)."""
-    return dict(property_to_option(name, value) for name, value in properties.items()
-                if name.strip() not in IGNORED_PROPERTIES)
+    """Kafka-named properties (``linger.ms=5``) as kafka-python options (``linger_ms=5``); the
+    security settings with :func:`~kafkalite.tools.common.pop_security_options`."""
+    properties = dict(properties)
+    options = pop_security_options(properties)
+    options.update(property_to_option(name, value) for name, value in properties.items()
+                   if name.strip() not in IGNORED_PROPERTIES)
+    return options
 
 
 def build_parser() -> ToolArgumentParser:

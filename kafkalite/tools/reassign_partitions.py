@@ -18,7 +18,7 @@ from typing import Any
 from kafkalite.assignment import assign_replicas
 from kafkalite.client import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafkalite.errors import BrokerResponseError
-from kafkalite.tools.common import ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import ToolArgumentParser, UsageError, command_config_options, run_cli
 
 THROTTLE_CONFIG = "follower.replication.throttled.rate"
 
@@ -27,6 +27,8 @@ def build_parser() -> ToolArgumentParser:
     parser = ToolArgumentParser(prog="kafkalite-reassign-partitions.sh",
                                 description="Move partition replicas between brokers.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: broker(s)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--generate", action="store_true", help="propose a reassignment for the given topics")
     actions.add_argument("--execute", action="store_true", help="start the reassignment in the JSON file")
@@ -89,7 +91,8 @@ def _document(assignment: dict[tuple[str, int], list[int]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-reassign-partitions")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-reassign-partitions",
+                             **command_config_options(arguments.command_config))
     try:
         if arguments.generate:
             return _generate(admin, arguments)

@@ -17,6 +17,7 @@ from kafkalite.tools.common import (
     ToolArgumentParser,
     UsageError,
     bootstrap_from_zookeeper,
+    command_config_options,
     parse_key_values,
     run_cli,
 )
@@ -52,7 +53,7 @@ def build_parser() -> ToolArgumentParser:
                         help="with --describe: only partitions whose ISR is smaller than the replica set")
     parser.add_argument("--unavailable-partitions", action="store_true",
                         help="with --describe: only partitions whose leader is not available")
-    parser.add_argument("--command-config", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", help="client properties file: security.protocol, ssl.*, sasl.*")
     return parser
 
 
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError("--topic is required with --create and --alter")
     if arguments.alter and arguments.partitions is None and not configs:
         raise UsageError("--alter needs --partitions (use kafkalite-configs.sh to change configs)")
-    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-topics")
+    admin = KafkaAdminClient(bootstrap_servers=arguments.bootstrap_server, client_id="kafkalite-topics",
+                             **command_config_options(arguments.command_config))
     try:
         if arguments.create:
             return _create(admin, arguments, configs)

@@ -21,13 +21,22 @@ Exit codes: 0 done, 1 the operation failed (a message says why), 2 bad arguments
 from __future__ import annotations
 
 import asyncio
+import ssl
 import sys
 import time
 from typing import Any
 
 from kafkalite import protocol
 from kafkalite.errors import BrokerResponseError, KafkaliteError
-from kafkalite.tools.common import EXIT_FAILED, EXIT_OK, ToolArgumentParser, UsageError, run_cli
+from kafkalite.tools.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ToolArgumentParser,
+    UsageError,
+    command_config_options,
+    run_cli,
+    transport_ssl_context,
+)
 from kafkalite.transport import AsyncTransport
 
 TRANSACTION_KEY = 1
@@ -40,7 +49,8 @@ def build_parser() -> ToolArgumentParser:
                                             "transactions.")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="REQUIRED: the server(s) to connect to, e.g. localhost:9092")
-    parser.add_argument("--command-config", metavar="FILE", help="accepted for compatibility; not used")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties file: security.protocol, ssl.*, sasl.*")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("list", help="list transactions")
     describe = commands.add_parser("describe", help="describe the state of an active transactional-id")
@@ -77,9 +87,10 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 class Tool:
     """One run's broker calls (HTTP, the brokers' own API)."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, ssl_context: ssl.SSLContext | None = None) -> None:
         self.bootstrap = [item.strip() for item in bootstrap.split(",") if item.strip()]
-        self.transport = AsyncTransport(request_timeout_ms=30_000, client_id="kafkalite-transactions")
+        self.transport = AsyncTransport(request_timeout_ms=30_000, client_id="kafkalite-transactions",
+                                        ssl_context=ssl_context)
 
     async def close(self) -> None:
         await self.transport.close()
@@ -216,7 +227,8 @@ class Tool:
 
 
 async def _run(arguments: Any) -> str:
-    tool = Tool(arguments.bootstrap_server)
+    tool = Tool(arguments.bootstrap_server,
+                transport_ssl_context(command_config_options(arguments.command_config)))
     try:
         if arguments.command == "list":
             return await tool.list()

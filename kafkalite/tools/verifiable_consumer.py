@@ -38,6 +38,7 @@ from kafkalite.tools.common import (
     ToolArgumentParser,
     UsageError,
     parse_key_values,
+    pop_security_options,
     run_cli,
     run_until_signalled,
 )
@@ -75,7 +76,8 @@ def consumer_options(arguments: Any) -> dict[str, Any]:
     if arguments.consumer_config:
         raw.update(load_properties(arguments.consumer_config))
     raw.update(parse_key_values(arguments.consumer_property, "--consumer-property"))
-    options: dict[str, Any] = dict(property_to_option(name, value) for name, value in raw.items())
+    options: dict[str, Any] = pop_security_options(raw)
+    options.update(property_to_option(name, value) for name, value in raw.items())
     options["bootstrap_servers"] = arguments.bootstrap_server
     options["auto_offset_reset"] = arguments.reset_policy
     options["enable_auto_commit"] = bool(arguments.enable_autocommit)

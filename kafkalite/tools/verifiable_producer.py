@@ -32,7 +32,14 @@ from typing import Any, TextIO
 
 from kafkalite.client import KafkaProducer, RecordMetadata
 from kafkalite.config import load_properties
-from kafkalite.tools.common import ToolArgumentParser, UsageError, parse_key_values, run_cli, run_until_signalled
+from kafkalite.tools.common import (
+    ToolArgumentParser,
+    UsageError,
+    parse_key_values,
+    pop_security_options,
+    run_cli,
+    run_until_signalled,
+)
 
 EXIT_OK = 0
 EXIT_SEND_FAILED = 1
@@ -81,7 +88,8 @@ def producer_options(arguments: Any) -> dict[str, Any]:
     if arguments.producer_config:
         raw.update(load_properties(arguments.producer_config))
     raw.update(parse_key_values(arguments.producer_property, "--producer-property"))
-    options: dict[str, Any] = dict(property_to_option(name, value) for name, value in raw.items())
+    options: dict[str, Any] = pop_security_options(raw)
+    options.update(property_to_option(name, value) for name, value in raw.items())
     options["acks"] = "all" if arguments.acks in ("all", "-1") else int(arguments.acks)
     options["bootstrap_servers"] = arguments.bootstrap_server
     options.setdefault("client_id", "verifiable-producer")

@@ -35,6 +35,7 @@ from tests.support.cluster import ROOT, HttpError, free_port, http
 pytestmark = pytest.mark.integration
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
 MONITORING_FILE = ROOT / "compose" / "monitoring.yml"
+SECURE_FILE = ROOT / "compose" / "secure.yml"
 SCRIPTS = ROOT / "scripts"
 CACHE_DIR = Path(os.environ.get("KAFKALITE_CI_CACHE", "/var/cache/kafkalite-ci"))
 APT_TIMEOUT_SECONDS = 300
@@ -118,6 +119,21 @@ def validate_compose_file() -> None:
     rendered = _command([*monitored, "config"], 60, {**environment, "KAFKALITE_PROMETHEUS_PORT": "39090"}).stdout
     assert "--web.listen-address=127.0.0.1:39090" in rendered
     assert "KAFKALITE_PROMETHEUS_URL: http://127.0.0.1:39090" in rendered
+    # the secure variant: SASL_SSL everywhere, brokers after the one-shot security setup, no plaintext port
+    secured = [compose, "-f", str(COMPOSE_FILE), "-f", str(SECURE_FILE)]
+    _command([*secured, "config", "-q"], 60, environment)
+    services = _command([*secured, "config", "--services"], 60, environment).stdout.split()
+    assert {"broker-1", "broker-2", "broker-3", "security-setup", "zookeeper"} <= set(services)
+    rendered = _command([*secured, "config"], 60, {**environment, **ports,
+                                                   "KAFKALITE_SECURE_DIR": "/srv/secure"}).stdout
+    assert rendered.count("condition: service_completed_successfully") == 3
+    assert "PLAINTEXT://" not in rendered and "http://" not in rendered
+    for port in ("39092", "39093", "39094"):
+        assert f"KAFKALITE_ADVERTISED_LISTENERS: SASL_SSL://127.0.0.1:{port}" in rendered
+        assert f"https://127.0.0.1:{port}/ready" in rendered
+    assert "KAFKALITE_EXTRA_CONFIG: /srv/secure/security/server.properties" in rendered
+    assert "/srv/secure:/srv/secure:ro" in rendered
+    assert "127.0.0.1:32181/kafkalite" in rendered
 
 
 class DockerDaemon:

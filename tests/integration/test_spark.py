@@ -185,7 +185,8 @@ def test_options_are_checked_and_errors_name_the_option() -> None:
         ({"kafka.bootstrap.servers": "h:1", "subscribepattern": "("}, "subscribePattern"),
         ({"kafka.bootstrap.servers": "h:1", "assign": '{"t":"0"}'}, "assign"),
         ({**base, "startingtimestamp": "yesterday"}, "startingTimestamp"),
-        ({**base, "kafka.security.protocol": "SSL"}, "kafka.security.protocol"),
+        ({**base, "kafka.security.protocol": "TLS"}, "kafka.security.protocol"),
+        ({**base, "kafka.ssl.truststore.type": "JKS"}, "kafka.ssl.truststore.type"),
         ({**base, "includeheader": "true"}, "includeheader"),
     ]
     for options, named in cases:

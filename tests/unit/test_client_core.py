@@ -136,8 +136,12 @@ def test_settings_follow_kafka_rules() -> None:
         ProducerSettings.from_options({"acks": 1, "enable_idempotence": True})
     with pytest.raises(errors.UnrecognizedClientOptionError):
         ProducerSettings.from_options({"lingerms": 5})
-    with pytest.raises(errors.ConfigError):
-        ProducerSettings.from_options({"security_protocol": "SSL"})
+    with pytest.raises(errors.ConfigError, match="SASL_SSL needs sasl_plain_username"):
+        ProducerSettings.from_options({"security_protocol": "SASL_SSL"})
+    with pytest.raises(errors.ConfigError, match="ssl_cafile need security_protocol='SSL'"):
+        ProducerSettings.from_options({"ssl_cafile": "/ca.pem"})
+    assert ProducerSettings.from_options({"security_protocol": "SSL"}).ssl_context is not None
+    assert ProducerSettings.from_options({"ssl_check_hostname": True}).ssl_context is None
     assert ProducerSettings.from_options({"api_version": (2, 0), "retries": float("inf")}).retries > 0
     consumer = ConsumerSettings.from_options({"auto_offset_reset": "smallest"})
     assert consumer.auto_offset_reset == "earliest" and consumer.max_poll_records == 500

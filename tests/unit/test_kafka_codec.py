@@ -23,6 +23,7 @@ from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.listener import is_http
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import BrokerStats
+from kafkalite.config import BrokerConfig
 from kafkalite.errors import InvalidRequestError, NotLeaderForPartitionError
 from tests.support.kafka_wire import metadata_request, read_response, request_frame
 
@@ -174,8 +175,8 @@ async def _metadata_handler(context: KafkaRequestContext, request: Any) -> Kafka
 
 
 def _connection(max_bytes: int = 1 << 20) -> tuple[KafkaConnection, RecordingTransport]:
-    services = cast(BrokerServices, SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=max_bytes),
-                                                    stats=BrokerStats()))
+    services = cast(BrokerServices, SimpleNamespace(config=BrokerConfig(socket_request_max_bytes=max_bytes),
+                                                    stats=BrokerStats(), authorizer=None))
     registry = ApiRegistry([ApiHandler(3, 0, 12, _metadata_handler)])
     connection = KafkaConnection(services, registry, set())
     transport = RecordingTransport()

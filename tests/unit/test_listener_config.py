@@ -47,8 +47,9 @@ def test_internal_and_external_listeners() -> None:
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"listeners": "INTERNAL://0.0.0.0:9092"}, "INTERNAL has no security protocol"),
-    ({"listeners": "SSL://0.0.0.0:9093"}, "only PLAINTEXT listeners"),
-    ({"listeners": "A://0.0.0.0:1", "listener_security_protocol_map": "A:SASL_SSL"}, "only PLAINTEXT listeners"),
+    ({"listeners": "A://0.0.0.0:1", "listener_security_protocol_map": "A:TLS"}, "A uses TLS: only"),
+    ({"listeners": "SSL://0.0.0.0:1", "security_inter_broker_protocol": "SSL", "inter_broker_listener_name": "SSL"},
+     "only one of"),
     ({"listeners": "PLAINTEXT://0.0.0.0:1,PLAINTEXT://0.0.0.0:2"}, "twice"),
     ({"listeners": "PLAINTEXT://0.0.0.0:1", "advertised_listeners": "EXTERNAL://h:1"}, "not one of the listeners"),
     ({"listeners": "PLAINTEXT://0.0.0.0:1", "advertised_listeners": "PLAINTEXT://0.0.0.0:1"}, "must name a host"),
@@ -59,3 +60,20 @@ def test_internal_and_external_listeners() -> None:
 def test_bad_listener_settings_are_named_config_errors(settings: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config(**settings)
+
+
+def test_ssl_listeners_and_their_settings_are_known() -> None:
+    secure = config(listeners="PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+                    security_inter_broker_protocol="SSL")
+    assert [listener.name for listener in secure.listener_list()] == ["PLAINTEXT", "SSL"]
+    assert secure.security_protocol("SSL") == "SSL" and secure.security_protocol("PLAINTEXT") == "PLAINTEXT"
+    assert secure.inter_broker_listener().name == "SSL"
+    properties = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181",
+                  "listeners": "INTERNAL://127.0.0.1:9093", "listener.security.protocol.map": "INTERNAL:SSL",
+                  "ssl.keystore.location": "/k.pem", "listener.name.internal.ssl.client.auth": "required",
+                  "ssl.no.such.thing": "x", "sasl.mechanism": "PLAIN"}
+    loaded = BrokerConfig.from_properties(properties)
+    assert loaded.security_protocol("INTERNAL") == "SSL"
+    assert dict(loaded.ssl_properties) == {"ssl.keystore.location": "/k.pem", "ssl.no.such.thing": "x",
+                                           "listener.name.internal.ssl.client.auth": "required"}
+    assert loaded.unknown == ("sasl.mechanism",)

@@ -65,8 +65,8 @@ def test_the_sink_does_not_take_an_isolation_level() -> None:
 
 def test_other_client_settings_are_refused_with_the_ones_the_source_takes() -> None:
     with pytest.raises(SparkOptionError) as caught:
-        SourceOptions.parse({**BASE, "kafka.security.protocol": "SSL"}, streaming=False)
-    assert caught.value.option == "kafka.security.protocol"
+        SourceOptions.parse({**BASE, "kafka.max.poll.records": "5"}, streaming=False)
+    assert caught.value.option == "kafka.max.poll.records"
     assert "kafka.bootstrap.servers, kafka.isolation.level" in str(caught.value)
 
 

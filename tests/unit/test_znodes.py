@@ -139,7 +139,7 @@ def test_bad_path_arguments_are_rejected() -> None:
     with pytest.raises(ValueError):
         znodes.partition_state_path("t", -1)
     with pytest.raises(ValueError):
-        znodes.config_entity_path("users", "bob")
+        znodes.config_entity_path("groups", "bob")
     with pytest.raises(CoordinationError):
         znodes.sequence_number("config_change_x1", znodes.CONFIG_CHANGE_PREFIX)
     with pytest.raises(CoordinationError):
@@ -185,7 +185,9 @@ MALFORMED: list[tuple[type[ZNodePayload], bytes, str]] = [
     (ControllerInfo, b'{"version":1,"timestamp":1}', "brokerid"),
     (ControllerEpoch, b'{"version":1,"epoch":-1}', "epoch"),
     (ConfigEntity, b'{"version":1,"config":{"retention.ms":86400000}}', "config"),
-    (ConfigChangeNotification, b'{"version":1,"entity_path":"users/bob"}', "entity"),
+    (ConfigChangeNotification, b'{"version":1,"entity_path":"groups/bob"}', "entity"),
+    (ConfigChangeNotification, b'{"version":2,"entity_path":"users/a:b"}', "sanitized"),
+    (ConfigChangeNotification, b'{"version":2,"entity_path":"users/a/topics/b"}', "entity_path"),
     (ConfigChangeNotification, b'{"version":1,"entity_path":"topics/a/b"}', "entity_path"),
     (ConfigChangeNotification, b'{"version":1,"entity_path":"topics/bad name"}', "topic"),
     (IsrChangeNotification, b'{"version":1,"partitions":[{"topic":"t"}]}', "partition"),
@@ -293,3 +295,18 @@ def test_arbitrary_json_never_raises_anything_but_coordination_error(document: A
             payload_type.from_bytes(data, "/x")
         except CoordinationError:
             pass
+
+
+def test_user_and_client_entities_in_kafkas_layout() -> None:
+    assert znodes.config_entity_path("users", "alice") == "/config/users/alice"
+    assert znodes.config_entity_path("clients", "<default>") == "/config/clients/<default>"
+    assert znodes.user_client_entity_path("alice", None) == "users/alice"
+    assert znodes.user_client_entity_path(None, "c-1") == "clients/c-1"
+    assert znodes.user_client_entity_path("<default>", "c.1") == "users/<default>/clients/c.1"
+    assert znodes.user_client_entity_path("CN=a,O=b", None) == "users/CN%3Da%2CO%3Db"
+    assert znodes.desanitize_entity_name("CN%3Da%2CO%3Db") == "CN=a,O=b"
+    notification = ConfigChangeNotification("users/alice/clients/c1")
+    assert notification.to_bytes() == b'{"version":2,"entity_path":"users/alice/clients/c1"}'
+    assert ConfigChangeNotification.from_bytes(notification.to_bytes()).config_path == \
+        "/config/users/alice/clients/c1"
+    assert ConfigChangeNotification.for_topic("t").to_bytes() == b'{"version":2,"entity_path":"topics/t"}'

@@ -34,13 +34,15 @@ import struct
 import time
 from typing import Any, cast
 
-from kafkalite.broker.kafka import codec
+from kafkalite.broker.kafka import access, codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
+from kafkalite.broker.kafka.sasl_session import PRE_AUTHENTICATION_APIS, SaslSession
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import KAFKA
 from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
+from kafkalite.security.sasl_config import sasl_settings
 
 log = logging.getLogger(__name__)
 #: one line per request at DEBUG (``--log-level DEBUG``), shared by every front end
@@ -75,10 +77,15 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.set()
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        #: The throttle time of the answer being sent (ms): reading stops that long after it.
+        self._throttle_ms = 0
         #: Who this connection authenticated as; every request's context carries it.
         self.principal: KafkaPrincipal = ANONYMOUS
         #: The security protocol of the listener the connection came in on.
-        self.security_protocol = "PLAINTEXT"
+        self.security_protocol = services.config.security_protocol(listener_name)
+        #: SASL state on a SASL listener: nothing but ApiVersions and SASL is served before it authenticates.
+        self.sasl: SaslSession | None = SaslSession(sasl_settings(services.config.sasl_properties).enabled_mechanisms(
+            listener_name)) if self.security_protocol.startswith("SASL_") else None
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -162,6 +169,8 @@ class KafkaConnection(asyncio.Protocol):
                     if transport.is_closing():
                         return
                     transport.write(response)
+                    if self._throttle_ms > 0:  # KIP-219: mute the connection after a throttled answer
+                        await self._mute(transport, self._throttle_ms)
         except CloseConnection as exc:
             log.info("closing Kafka connection from %s: %s", self._peer, exc)
             transport.close()
@@ -170,6 +179,18 @@ class KafkaConnection(asyncio.Protocol):
         except Exception:
             log.error("unexpected failure serving Kafka connection from %s", self._peer, exc_info=True)
             transport.close()
+
+    async def _mute(self, transport: asyncio.Transport, throttle_ms: int) -> None:
+        """Stop reading for ``throttle_ms`` and serve nothing meanwhile (Kafka's muted channel)."""
+        self._throttle_ms = 0
+        was_paused = self._reading_paused
+        if not was_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        await asyncio.sleep(throttle_ms / 1000)
+        if not was_paused and not transport.is_closing():
+            self._reading_paused = False
+            transport.resume_reading()
 
     async def serve(self, frame: bytes) -> bytes | None:
         """The response frame of one request frame (None: no response, as for acks=0 produce)."""
@@ -185,6 +206,8 @@ class KafkaConnection(asyncio.Protocol):
                 return self._encode(codec.API_VERSIONS_KEY, 0, correlation_id, {
                     "error_code": UnsupportedVersionError.errno, "api_keys": self.registry.version_ranges()})
             raise CloseConnection(f"API key {api_key} version {api_version} is not supported")
+        if self.sasl is not None and not self.sasl.authenticated and api_key not in PRE_AUTHENTICATION_APIS:
+            raise CloseConnection(f"API key {api_key} before SASL authentication")
         request_class = codec.request_class(api_key, api_version)
         assert request_class is not None  # the registry checks every served version has one
         try:
@@ -194,12 +217,14 @@ class KafkaConnection(asyncio.Protocol):
             raise CloseConnection(f"API key {api_key} v{api_version}: {exc}") from None
         context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
                                       self._peer.rsplit(":", 1)[0], self.listener_name, self.principal,
-                                      self.security_protocol)
+                                      self.security_protocol, self.sasl)
         answer: KafkaAnswer
         started = time.perf_counter()
         failed = True
         try:
-            answer = await handler.handle(context, request)
+            authorizer = self.services.authorizer
+            answer = await (handler.handle(context, request) if authorizer is None else
+                            access.serve_kafka(authorizer, handler.handle, context, request))
             failed = False
         except BrokerResponseError as exc:
             log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)
@@ -213,6 +238,11 @@ class KafkaConnection(asyncio.Protocol):
             log.error("unexpected failure serving API key %d v%d from %s", api_key, api_version, self._peer,
                       exc_info=True)
             answer = codec.error_answer(api_key, api_version, request, -1, None)
+        if self.sasl is not None:  # SASL: the principal it authenticated; a failure is answered, then closes
+            self.principal = self.sasl.principal
+            if self.sasl.close_reason is not None and self._transport is not None:
+                self._transport.write(self._encode(api_key, api_version, correlation_id, answer))
+                raise CloseConnection(self.sasl.close_reason)
         elapsed = time.perf_counter() - started
         self.services.stats.requests.observe(KAFKA, self.registry.names[api_key], elapsed, failed)
         if request_log.isEnabledFor(logging.DEBUG):
@@ -221,6 +251,7 @@ class KafkaConnection(asyncio.Protocol):
                               elapsed * 1000)
         if answer is NO_RESPONSE:
             return None
+        self._throttle_ms = int(answer.get("throttle_time") or answer.get("throttle_time_ms") or 0)
         return self._encode(api_key, api_version, correlation_id, answer)
 
     @staticmethod

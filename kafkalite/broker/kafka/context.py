@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.broker.kafka.sasl_session import SaslSession
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class KafkaRequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     #: The listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
     security_protocol: str = "PLAINTEXT"
+    #: The connection's SASL state on a SASL listener (None elsewhere); SaslHandshake and
+    #: SaslAuthenticate advance it.
+    sasl: SaslSession | None = None
 
     def advertised_address(self, broker_id: int) -> tuple[str, int] | None:
         """``(host, port)`` of live broker ``broker_id`` on this request's listener; None when the

@@ -1,5 +1,5 @@
 """The data-plane and cluster APIs over the Kafka protocol: Metadata, Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch, InitProducerId, DescribeCluster and SaslHandshake. Fetch and ListOffsets
+OffsetForLeaderEpoch, InitProducerId and DescribeCluster (SASL: kafka/sasl.py). Fetch and ListOffsets
 honour ``isolation_level``: read_committed reads below the last stable offset and gets the
 aborted transactions of the records it receives.
 
@@ -27,10 +27,9 @@ from kafkalite.errors import InvalidRequestError, UnsupportedVersionError
 #: Kafka's error codes that kafkalite's error tree does not name (yet).
 UNKNOWN_TOPIC_ID = 100
 FETCH_SESSION_ID_NOT_FOUND = 70
-UNSUPPORTED_SASL_MECHANISM = 33
 
 METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 3, 0, 1, 2, 23
-INIT_PRODUCER_ID, DESCRIBE_CLUSTER, SASL_HANDSHAKE = 22, 60, 17
+INIT_PRODUCER_ID, DESCRIBE_CLUSTER = 22, 60
 
 
 def _milliseconds(value: Any) -> int:
@@ -105,7 +104,9 @@ async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
                   for topic in request.topic_data for partition in topic.partition_data]
     results = await context.services.replicas.produce(
         protocol.ProduceRequest(request.acks, _milliseconds(request.timeout), partitions))
+    throttle_ms = context.services.quotas.record_produce(context.principal, context.client_id, partitions)
     if request.acks == 0:
+        await context.services.quotas.mute(throttle_ms)  # no answer to carry it: hold the connection
         return NO_RESPONSE
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for result in results:
@@ -114,7 +115,7 @@ async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
             "log_append_time": result.log_append_time, "log_start_offset": result.log_start_offset,
             "error_message": result.error_message or None})
     return {"responses": [{"name": name, "partition_responses": items} for name, items in by_topic.items()],
-            "throttle_time": 0}
+            "throttle_time": throttle_ms}
 
 
 # -- Fetch ----------------------------------------------------------------------------------------
@@ -145,6 +146,7 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     results = await services.replicas.fetch(protocol.FetchRequest(
         partitions, max_wait_ms=max(0, _milliseconds(request.max_wait)), min_bytes=request.min_bytes,
         max_bytes=request.max_bytes, isolation_level=_isolation_level(request))) if partitions else []
+    results, throttle_ms = services.quotas.record_fetch(context.principal, context.client_id, results)
     names_to_ids = {name: _topic_id(info.topic_id) for name, info in services.metadata.cache.topics.items()} \
         if context.api_version >= 13 else {}
     responses: list[dict[str, Any]] = []
@@ -168,7 +170,7 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
         responses.append({"topic_id": topic_id, "partitions": [{
             "partition_index": partition.partition, "error_code": UNKNOWN_TOPIC_ID, "high_watermark": -1,
             "records": b""}]})
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time": throttle_ms, "error_code": 0, "session_id": 0, "responses": responses}
 
 
 def _isolation_level(request: Any) -> int:
@@ -210,7 +212,7 @@ def _group_by_topic(items: Iterable[tuple[str, dict[str, Any]]], name_field: str
     return [{name_field: topic, "partitions": partitions} for topic, partitions in topics.items()]
 
 
-# -- InitProducerId, DescribeCluster, SaslHandshake ----------------------------------------------
+# -- InitProducerId, DescribeCluster ----------------------------------------------
 async def init_producer_id(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     """A producer id for an idempotent producer; transactional ids come with transactions."""
     if request.transactional_id is not None:
@@ -231,17 +233,11 @@ async def describe_cluster(context: KafkaRequestContext, request: Any) -> KafkaA
             "cluster_authorized_operations": -2147483648}
 
 
-async def sasl_handshake(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
-    """No SASL mechanism is enabled (the listener is PLAINTEXT)."""
-    return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
-
-
 HANDLERS: tuple[ApiHandler, ...] = (
     ApiHandler(PRODUCE, 3, 11, produce),
     ApiHandler(FETCH, 4, 13, fetch),
     ApiHandler(LIST_OFFSETS, 1, 7, list_offsets),
     ApiHandler(METADATA, 0, 12, metadata),
-    ApiHandler(SASL_HANDSHAKE, 0, 1, sasl_handshake),
     ApiHandler(OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
     ApiHandler(DESCRIBE_CLUSTER, 0, 1, describe_cluster),
 )

@@ -13,11 +13,22 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from kafkalite.broker.kafka import admin, codec, data, groups, markers, txn
+from kafkalite.broker.kafka import (
+    acls,
+    admin,
+    client_quotas,
+    codec,
+    data,
+    groups,
+    markers,
+    sasl,
+    scram_admin,
+    txn,
+)
 from kafkalite.broker.kafka.context import ApiHandler, KafkaAnswer, KafkaRequestContext
 
 #: The modules whose ``HANDLERS`` the listener serves.
-HANDLER_MODULES: tuple[ModuleType, ...] = (data, groups, admin, markers, txn)
+HANDLER_MODULES: tuple[ModuleType, ...] = (data, groups, admin, markers, txn, sasl, scram_admin, client_quotas, acls)
 
 #: The ApiVersions versions served (v3 is the newest current clients send; kio has v4 too).
 API_VERSIONS_RANGE = (0, 3)

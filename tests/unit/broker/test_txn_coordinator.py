@@ -243,8 +243,26 @@ def test_the_next_transaction_waits_for_the_previous_markers_instead_of_concurre
         h.markers.gate.set()
         _raise_first(await adding)
         assert (h.state(), coordinator.transactions[TXN].partitions) == (TxnState.ONGOING, {(TOPIC, 1)})
-        assert [value.state for _, value in h.log.states() if value][-3:] == [
-            TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT, TxnState.ONGOING]
+        # the waiting request's Ongoing record supersedes CompleteCommit, which is never written
+        assert [value.state for _, value in h.log.states() if value][-2:] == [
+            TxnState.PREPARE_COMMIT, TxnState.ONGOING]
+        # a coordinator loading that log takes the new transaction up, with no markers to resend
+        h.coordinator.unload(0)
+        calls = len(h.markers.calls)
+        await h.coordinator.load(0, COORDINATOR_EPOCH + 1)
+        assert (h.state(), h.coordinator.transactions[TXN].partitions) == (TxnState.ONGOING, {(TOPIC, 1)})
+        assert len(h.markers.calls) == calls
+    scenario(test)
+
+
+def test_a_commit_nobody_follows_writes_its_complete_state() -> None:
+    async def test(h: Harness) -> None:
+        coordinator = h.coordinator
+        producer_id, epoch = await coordinator.init_producer_id(TXN, 60_000)
+        _raise_first(await coordinator.add_partitions(TXN, producer_id, epoch, [(TOPIC, 0)]))
+        await coordinator.end_txn(TXN, producer_id, epoch, True)
+        await h.settle(lambda: [value.state for _, value in h.log.states() if value][-1] is TxnState.COMPLETE_COMMIT)
+        assert h.state() is TxnState.COMPLETE_COMMIT
     scenario(test)
 
 

@@ -22,6 +22,7 @@ from kafkalite import assignment
 from kafkalite.broker.metadata import INTERNAL_TOPICS, MetadataCache
 from kafkalite.config import BrokerConfig, LogConfig, topic_config_names
 from kafkalite.coord import znodes
+from kafkalite.coord.config_entities import alter_config_entity
 from kafkalite.coord.coordinator import Coordinator
 from kafkalite.errors import (
     ConfigError,
@@ -272,31 +273,17 @@ class AdminService:
         unknown = [name for name in list(set_configs) + list(delete_configs) if name not in topic_config_names()]
         if unknown:
             raise InvalidConfigurationError(f"unknown topic config(s): {', '.join(sorted(unknown))}")
-        path = znodes.topic_config_path(topic)
-        for _ in range(5):
-            try:
-                data, stat = await self.zookeeper.get(path)
-                current = dict(znodes.ConfigEntity.from_bytes(data, path).config)
-                version = stat.version
-            except ZNodeMissingError:
-                current, version = {}, -1
+
+        def merge(current: dict[str, str]) -> dict[str, str]:
             updated = {name: value for name, value in current.items() if name not in delete_configs}
             updated.update({name: str(value) for name, value in set_configs.items()})
             validate_topic_configs(updated)
-            if validate_only:
-                return updated
-            try:
-                if version < 0:
-                    await self.zookeeper.create(path, znodes.ConfigEntity(updated).to_bytes(), makepath=True)
-                else:
-                    await self.zookeeper.set(path, znodes.ConfigEntity(updated).to_bytes(), version=version)
-            except (ZNodeVersionConflictError, ZNodeExistsError):
-                continue
-            await self.zookeeper.create(znodes.config_change_prefix_path(),
-                                        znodes.ConfigChangeNotification.for_topic(topic).to_bytes(), sequence=True)
-            await self.metadata.refresh_topic_configs(topic)  # other brokers follow the notification
             return updated
-        raise RequestTimedOutError(f"configs of {topic} kept changing")
+
+        updated = await alter_config_entity(self.zookeeper, f"topics/{topic}", merge, validate_only)
+        if not validate_only:
+            await self.metadata.refresh_topic_configs(topic)  # other brokers follow the notification
+        return updated
 
     async def alter_broker_configs(self, broker_id: int | None, set_configs: dict[str, str],
                                    delete_configs: list[str], validate_only: bool = False) -> dict[str, str]:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.coord import znodes
+from kafkalite.coord.config_entities import alter_config_entity
 from kafkalite.coord.coordinator import Coordinator
 from kafkalite.coord.watch import Watch
 from kafkalite.errors import (
@@ -35,10 +36,7 @@ from kafkalite.errors import (
     InvalidConfigurationError,
     InvalidRequestError,
     KafkaliteError,
-    RequestTimedOutError,
-    ZNodeExistsError,
     ZNodeMissingError,
-    ZNodeVersionConflictError,
 )
 from kafkalite.security.scram import SCRAM_MECHANISMS, ScramCredential
 
@@ -186,34 +184,20 @@ class EntityConfigs:
         """Set and delete configs of one entity (compare-and-set on the znode), then announce the
         change. Deleting a config the entity does not have is INVALID_CONFIG, as in Kafka."""
         entity_path = entity_path_of(user, client_id)
-        path = f"{znodes.CONFIG_PATH}/{entity_path}"
-        for _ in range(5):
-            try:
-                data, stat = await self.zookeeper.get(path)
-                current = dict(znodes.ConfigEntity.from_bytes(data, path).config)
-                version = stat.version
-            except ZNodeMissingError:
-                current, version = {}, -1
+
+        def merge(current: dict[str, str]) -> dict[str, str]:
             missing = sorted(name for name in delete_configs if name not in current)
             if missing:
                 raise InvalidConfigurationError(f"Invalid config(s): {', '.join(missing)}")
             updated = {name: value for name, value in current.items() if name not in delete_configs}
             updated.update({name: str(value) for name, value in set_configs.items()})
             validate_entity_configs(entity_path, updated)
-            if validate_only:
-                return updated
-            try:
-                if version < 0:
-                    await self.zookeeper.create(path, znodes.ConfigEntity(updated).to_bytes(), makepath=True)
-                else:
-                    await self.zookeeper.set(path, znodes.ConfigEntity(updated).to_bytes(), version=version)
-            except (ZNodeVersionConflictError, ZNodeExistsError):
-                continue
-            await self.zookeeper.create(znodes.config_change_prefix_path(),
-                                        znodes.ConfigChangeNotification(entity_path).to_bytes(), sequence=True)
-            self._store(entity_path, updated)  # other brokers follow the notification
             return updated
-        raise RequestTimedOutError(f"configs of {entity_path} kept changing")
+
+        updated = await alter_config_entity(self.zookeeper, entity_path, merge, validate_only)
+        if not validate_only:
+            self._store(entity_path, updated)  # other brokers follow the notification
+        return updated
 
     @staticmethod
     def _sequence(child: str) -> int:

@@ -50,7 +50,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import aiohttp
@@ -604,10 +604,11 @@ class AsyncTransport:
     # -- pooled JSON requests -----------------------------------------------------------------
     async def request(self, address: str, method: str, path: str, *, body: bytes | list[Any] | None = None,
                       json_body: Any = None, params: dict[str, str] | None = None,
-                      timeout_ms: int | None = None) -> bytes:
-        """Send one request; returns the body of a 2xx response, raises a named error otherwise."""
+                      timeout_ms: int | None = None, headers: Mapping[str, str] | None = None) -> bytes:
+        """Send one request (with ``headers`` added); returns the body of a 2xx response, raises a
+        named error otherwise."""
         session = self._ensure_session()
-        headers = {"Authorization": self.authorization} if self.authorization else {}
+        headers = {**(headers or {}), **({"Authorization": self.authorization} if self.authorization else {})}
         data: Any = None
         if json_body is not None:
             data = protocol.dumps(json_body)

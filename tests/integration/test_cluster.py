@@ -290,7 +290,9 @@ def test_duplicate_broker_id_is_refused(cluster: BrokerCluster, tmp_path: Path) 
     original = (cluster.brokers[1].config_path.read_text().replace(
         f"listeners=PLAINTEXT://127.0.0.1:{cluster.brokers[1].port}", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}")
         .replace(str(cluster.brokers[1].directory / "data"), str(tmp_path / "data")))
-    config.write_text(original)
+    # the refusal waits out one session timeout (a restarted broker's old session may still hold the
+    # znode): the shortest ZooKeeper grants keeps the wait short
+    config.write_text(original + "\nzookeeper.session.timeout.ms=1000\n")
     result = subprocess.run([sys.executable, "-m", "kafkalite.broker", str(config)], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 1

@@ -235,22 +235,24 @@ def test_kafka_python_guide_producer_and_consumer(cluster: BrokerCluster, tmp_pa
     consumer_py.write_text(text)
     consumer = subprocess.Popen([sys.executable, "-u", str(consumer_py)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=tmp_path)
+    # the committed offset is the one kafka-python committed (the snippet commits after printing,
+    # so the interrupt waits for the commit to be visible), and the headers are stored
+    from kafka import KafkaConsumer, TopicPartition
+
+    reader = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="order-processing", enable_auto_commit=False)
+    committed = None
     try:
         lines = _read_until(consumer, lambda seen: "Order ORD-001 processed" in seen, 120)
+        deadline = time.monotonic() + 30
+        while committed != 1 and consumer.poll() is None and time.monotonic() < deadline:
+            committed = reader.committed(TopicPartition("orders", partition))
     finally:
+        reader.close()
         _stop(consumer, signal.SIGINT)
     assert lines == [f"Partition: {partition}, Offset: 0, Key: b'CUST-42'", "Processing order: ORD-001",
                      "Order ORD-001 processed"]
     assert consumer.returncode == 0
-
-    # the committed offset is the one kafka-python committed, and the headers are stored
-    from kafka import KafkaConsumer, TopicPartition
-
-    reader = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="order-processing", enable_auto_commit=False)
-    try:
-        assert reader.committed(TopicPartition("orders", partition)) == 1
-    finally:
-        reader.close()
+    assert committed == 1
     if KCAT:
         assert subprocess.run([KCAT, "-C", "-b", cluster.bootstrap, "-t", "orders", "-o", "beginning", "-e", "-q",
                                "-f", "%k|%h|%s\n"], capture_output=True, timeout=60, check=True).stdout.decode() == (

@@ -1,5 +1,6 @@
 """Client quotas on one real broker: quotas set with kafkalite-configs.sh hold a client id to its
-byte rate over both front ends while another client on the same broker runs free. The broker
+byte rate (binary and JSON routes) and its request_percentage over both front ends while another
+client on the same broker runs free. The broker
 runs with ``zookeeper.set.acl=true`` and digest authentication, so the same broker shows that
 its znodes are not writable by an unauthenticated ZooKeeper client.
 
@@ -265,6 +266,16 @@ def test_a_user_quota_follows_the_authenticated_principal_not_the_client_id(clus
     assert largest_throttle({"bootstrap.servers": cluster.bootstrap}) == 0
 
 
+def set_client_quota(cluster: BrokerCluster, client_id: str, quota: str) -> None:
+    """Set ``quota`` (``key=value,...``) for ``client_id`` and wait until the broker describes it."""
+    configs(cluster, "--alter", "--entity-type", "clients", "--entity-name", client_id, "--add-config", quota)
+    deadline = time.monotonic() + 20
+    while not all(item in configs(cluster, "--describe", "--entity-type", "clients", "--entity-name",
+                                  client_id).stdout for item in quota.split(",")):
+        assert time.monotonic() < deadline, f"the broker never described {quota} for {client_id}"
+        time.sleep(0.1)
+
+
 def _metadata_throttles(cluster: BrokerCluster, client_id: str, count: int) -> list[int]:
     """The throttle_time_ms of ``count`` Metadata answers to ``client_id`` on one connection."""
     host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
@@ -285,13 +296,7 @@ def test_request_percentage_throttles_a_busy_client_on_both_front_ends_and_not_a
     """``request_percentage=0.01`` allows 0.1 ms of broker time per second: a client id that sends
     Metadata requests back to back is answered with throttle_time_ms (Kafka protocol) or held
     with a Throttle-Time-Ms header (HTTP); another client id on the same broker never is."""
-    configs(cluster, "--alter", "--entity-type", "clients", "--entity-name", "busy-client",
-            "--add-config", "request_percentage=0.01")
-    deadline = time.monotonic() + 20
-    while "request_percentage" not in configs(cluster, "--describe", "--entity-type", "clients",
-                                              "--entity-name", "busy-client").stdout:
-        assert time.monotonic() < deadline, "the broker never saw the request quota"
-        time.sleep(0.1)
+    set_client_quota(cluster, "busy-client", "request_percentage=0.01")
     busy = _metadata_throttles(cluster, "busy-client", 3)
     assert max(busy) > 0, busy
     assert max(busy) <= 1000, busy  # a request throttle is capped at one quota window (1 s here)
@@ -311,13 +316,7 @@ def test_request_percentage_throttles_a_busy_client_on_both_front_ends_and_not_a
 
 
 def test_the_json_records_routes_count_against_the_byte_rates(cluster: BrokerCluster) -> None:
-    configs(cluster, "--alter", "--entity-type", "clients", "--entity-name", "json-writer",
-            "--add-config", "producer_byte_rate=1024,consumer_byte_rate=1024")
-    deadline = time.monotonic() + 20
-    while "consumer_byte_rate=1024" not in configs(cluster, "--describe", "--entity-type", "clients",
-                                                   "--entity-name", "json-writer").stdout:
-        assert time.monotonic() < deadline, "the broker never saw the quota"
-        time.sleep(0.1)
+    set_client_quota(cluster, "json-writer", "producer_byte_rate=1024,consumer_byte_rate=1024")
     address = cluster.bootstrap.split(",")[0]
     value = base64.b64encode(b"j" * 4096).decode()
 

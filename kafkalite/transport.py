@@ -186,6 +186,9 @@ class PipelinedConnection(asyncio.Protocol):
         except TimeoutError:
             self.close(f"{self.address} did not open a channel within {timeout:.1f} s")
             raise KafkaConnectionError(f"connecting to {self.address} timed out") from None
+        except BaseException:  # cancelled (the client is closing) or refused: the socket goes too
+            self.close(f"the channel to {self.address} was not opened")
+            raise
 
     # -- requests -----------------------------------------------------------------------------
     def submit(self, path: str, pieces: Sequence[Piece], *,
@@ -565,6 +568,13 @@ class AsyncTransport:
                     pending.exception()  # mark retrieved: the waiters (if any) re-raise it
                 raise
             self._connecting.pop(key, None)
+            if self._closed:  # closed while this connection was being opened: it is not kept
+                connection.close("the client is closing")
+                error = KafkaConnectionError("the transport is closed")
+                if not pending.done():
+                    pending.set_exception(error)
+                    pending.exception()
+                raise error
             self._connections[key] = connection
             self.note_success(address)
             pending.set_result(connection)

@@ -624,7 +624,10 @@ class Controller:
 
     # -- controlled shutdown ------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Move leadership off ``broker_id`` and drop it from ISRs; returns partitions it still leads."""
+        """Move leadership off ``broker_id`` and drop it from ISRs; returns the replicated partitions
+        it still leads. A partition with no other replica has nowhere to go and is not counted
+        (Kafka's ``replicatedPartitionsBrokerLeads``): a broker whose partitions all have one
+        replica shuts down at once instead of retrying."""
         if not self.active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         known = self.metadata.brokers.get(broker_id)
@@ -637,7 +640,7 @@ class Controller:
             for info in list(topic_info.partitions.values()):
                 state = info.state
                 if state is None or broker_id not in info.replicas or len(info.replicas) < 2:
-                    if state is not None and state.leader == broker_id:
+                    if state is not None and state.leader == broker_id and len(info.replicas) >= 2:
                         remaining.append((info.topic, info.partition))
                     continue
                 if state.leader == broker_id:

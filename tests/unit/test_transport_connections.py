@@ -35,32 +35,21 @@ class SilentBroker:
         writer.close()
 
 
-def test_a_cancelled_channel_opening_closes_its_socket() -> None:
+@pytest.mark.parametrize("interruption", ["cancelled", "transport closed"])
+def test_a_channel_opening_that_is_interrupted_closes_its_socket(interruption: str) -> None:
     async def scenario() -> None:
         broker = SilentBroker()
         async with broker as address:
-            transport = AsyncTransport(connect_timeout_ms=30_000)
+            transport = AsyncTransport(connect_timeout_ms=30_000 if interruption == "cancelled" else 200)
             opening = asyncio.ensure_future(transport.connection(address))
             await asyncio.wait_for(broker.accepted.wait(), 10)
-            opening.cancel()
-            with pytest.raises(asyncio.CancelledError):
+            if interruption == "cancelled":
+                opening.cancel()
+            else:
+                await transport.close()
+            with pytest.raises(asyncio.CancelledError if interruption == "cancelled" else KafkaConnectionError):
                 await opening
             await asyncio.wait_for(broker.ended.wait(), 10)
             await transport.close()
-
-    asyncio.run(scenario())
-
-
-def test_a_channel_that_opens_after_close_is_not_kept() -> None:
-    async def scenario() -> None:
-        broker = SilentBroker()
-        async with broker as address:
-            transport = AsyncTransport(connect_timeout_ms=200)
-            opening = asyncio.ensure_future(transport.connection(address))
-            await asyncio.wait_for(broker.accepted.wait(), 10)
-            await transport.close()
-            with pytest.raises(KafkaConnectionError):
-                await opening
-            await asyncio.wait_for(broker.ended.wait(), 10)
 
     asyncio.run(scenario())

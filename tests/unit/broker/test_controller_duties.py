@@ -122,6 +122,21 @@ def test_controlled_shutdown_moves_leadership_off_the_broker_and_removes_it_from
     run(scenario)
 
 
+def test_controlled_shutdown_counts_only_partitions_another_live_replica_could_take(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3], 1: [2, 1]})
+        await cluster.write_state("events", 1, znodes.PartitionState(2, 0, [2], 1))  # broker 1 out of the ISR
+        cluster.expire(3)  # partition 0's other replica is down
+        await cluster.wait_until(lambda: 3 not in cluster.nodes[1].metadata.brokers, "broker 3 is gone")
+        controller = cluster.nodes[1].controller
+        remaining = await controller.controlled_shutdown(2, cluster.nodes[1].metadata.brokers[2].epoch)
+        # partition 0 has nowhere to go, so no retry can help; partition 1's other replica is up
+        # and may rejoin the ISR before the next attempt
+        assert remaining == [("events", 1)]
+
+    run(scenario)
+
+
 def test_reassignment_adds_replicas_waits_for_the_isr_moves_leadership_then_removes_old_replicas(run: Run) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
         for broker_id in (1, 2, 3, 4):

@@ -50,7 +50,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import aiohttp
@@ -186,6 +186,9 @@ class PipelinedConnection(asyncio.Protocol):
         except TimeoutError:
             self.close(f"{self.address} did not open a channel within {timeout:.1f} s")
             raise KafkaConnectionError(f"connecting to {self.address} timed out") from None
+        except BaseException:  # cancelled (the client is closing) or refused: the socket goes too
+            self.close(f"the channel to {self.address} was not opened")
+            raise
 
     # -- requests -----------------------------------------------------------------------------
     def submit(self, path: str, pieces: Sequence[Piece], *,
@@ -565,6 +568,13 @@ class AsyncTransport:
                     pending.exception()  # mark retrieved: the waiters (if any) re-raise it
                 raise
             self._connecting.pop(key, None)
+            if self._closed:  # closed while this connection was being opened: it is not kept
+                connection.close("the client is closing")
+                error = KafkaConnectionError("the transport is closed")
+                if not pending.done():
+                    pending.set_exception(error)
+                    pending.exception()
+                raise error
             self._connections[key] = connection
             self.note_success(address)
             pending.set_result(connection)
@@ -604,10 +614,11 @@ class AsyncTransport:
     # -- pooled JSON requests -----------------------------------------------------------------
     async def request(self, address: str, method: str, path: str, *, body: bytes | list[Any] | None = None,
                       json_body: Any = None, params: dict[str, str] | None = None,
-                      timeout_ms: int | None = None) -> bytes:
-        """Send one request; returns the body of a 2xx response, raises a named error otherwise."""
+                      timeout_ms: int | None = None, headers: Mapping[str, str] | None = None) -> bytes:
+        """Send one request (with ``headers`` added); returns the body of a 2xx response, raises a
+        named error otherwise."""
         session = self._ensure_session()
-        headers = {"Authorization": self.authorization} if self.authorization else {}
+        headers = {**(headers or {}), **({"Authorization": self.authorization} if self.authorization else {})}
         data: Any = None
         if json_body is not None:
             data = protocol.dumps(json_body)

@@ -45,7 +45,7 @@ from kafkalite.broker import acl_http, http_codec
 from kafkalite.broker.authorizer import Authorizer, denied_error
 from kafkalite.errors import InvalidRequestError
 from kafkalite.security.acl import CLUSTER_NAME, Operation, ResourceType
-from kafkalite.security.principal import KafkaPrincipal
+from kafkalite.security.principal import FORWARDED_PRINCIPAL_HEADER, KafkaPrincipal, served_principal
 
 TOPIC, GROUP, CLUSTER, TXN = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                               ResourceType.TRANSACTIONAL_ID)
@@ -279,18 +279,26 @@ def http_middleware(authorizer: Authorizer, principal_of: Callable[[web.Request]
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else ""
         caller = Caller(authorizer, principal_of(request), request.remote or "")
+        forwarded = request.headers.get(FORWARDED_PRINCIPAL_HEADER)
+        if forwarded is not None:  # another broker asks on a client's behalf: only brokers may
+            caller.require([(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)])
+            caller = Caller(authorizer, KafkaPrincipal.parse(forwarded), caller.host)
         request[CALLER_KEY] = caller
-        if route == protocol.CHANNEL:
-            return await handler(request)
-        if route in HTTP_NEEDS:
-            check_http(caller, route, await request.read() if request.body_exists else b"", request.match_info)
-        elif route == protocol.METADATA:
-            try:
-                caller.require(_metadata_creates(caller, request, await request.read() if request.body_exists
-                                                 else b""))
-            except InvalidRequestError:
-                pass  # the handler names the problem
-        return _filtered_answer(caller, route, await handler(request))
+        token = served_principal.set(caller.principal)
+        try:
+            if route == protocol.CHANNEL:
+                return await handler(request)
+            if route in HTTP_NEEDS:
+                check_http(caller, route, await request.read() if request.body_exists else b"", request.match_info)
+            elif route == protocol.METADATA:
+                try:
+                    caller.require(_metadata_creates(caller, request, await request.read() if request.body_exists
+                                                     else b""))
+                except InvalidRequestError:
+                    pass  # the handler names the problem
+            return _filtered_answer(caller, route, await handler(request))
+        finally:
+            served_principal.reset(token)
 
     return authorize
 

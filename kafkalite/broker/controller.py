@@ -624,7 +624,12 @@ class Controller:
 
     # -- controlled shutdown ------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Move leadership off ``broker_id`` and drop it from ISRs; returns partitions it still leads."""
+        """Move leadership off ``broker_id`` and drop it from ISRs; returns the replicated partitions
+        it still leads that a retry could move. A partition with no other replica has nowhere to
+        go and is not counted (Kafka's ``replicatedPartitionsBrokerLeads``), nor is one whose other
+        replicas are all down or shutting down: the broker shuts down at once instead of retrying
+        (the last broker of a cluster, a single-broker cluster). One whose other replica is up but
+        out of the ISR is counted: it may rejoin before the broker's next attempt."""
         if not self.active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         known = self.metadata.brokers.get(broker_id)
@@ -637,14 +642,17 @@ class Controller:
             for info in list(topic_info.partitions.values()):
                 state = info.state
                 if state is None or broker_id not in info.replicas or len(info.replicas) < 2:
-                    if state is not None and state.leader == broker_id:
+                    if state is not None and state.leader == broker_id and len(info.replicas) >= 2:
                         remaining.append((info.topic, info.partition))
                     continue
                 if state.leader == broker_id:
                     election = assignment.elect_for_controlled_shutdown(info.replicas, state.isr, live,
                                                                         self._shutting_down)
-                    if election is None or not await self._write_state(info, election.leader,
-                                                                       state.leader_epoch + 1, election.isr):
+                    if election is None:
+                        if any(replica != broker_id and replica in live and replica not in self._shutting_down
+                               for replica in info.replicas):
+                            remaining.append((info.topic, info.partition))
+                    elif not await self._write_state(info, election.leader, state.leader_epoch + 1, election.isr):
                         remaining.append((info.topic, info.partition))
                     else:
                         self.events.leader_elections += 1

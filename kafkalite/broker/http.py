@@ -561,7 +561,8 @@ class BrokerApi:
             while True:
                 message = await socket.receive()
                 if message.type is WSMsgType.BINARY:
-                    await socket.send_bytes(await self._channel_call(message.data, limit, request))
+                    await socket.send_bytes(await self.services.quotas.serve_timed(
+                        self._channel_call(message.data, limit, request)))
                 elif message.type is WSMsgType.TEXT:
                     await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
                     break
@@ -698,6 +699,8 @@ class BrokerApi:
         topic = request.match_info["topic"]
         records, acks = codec.decode_records(await _json_body(request, self.config.socket_request_max_bytes))
         answers = await self.services.records.produce(topic, records, acks)
+        await self.services.quotas.hold_http_record_bytes(True, sum(
+            _record_size(record.key, record.value, record.headers) for record in records))
         return _json_response(codec.encode_produced(answers))
 
     async def fetch_json(self, request: web.Request) -> web.Response:
@@ -707,6 +710,8 @@ class BrokerApi:
         max_bytes = _integer(request.query.get("max_bytes", str(1024 * 1024)), "max_bytes", 0, _INT32_MAX)
         timeout_ms = _integer(request.query.get("timeout_ms", "0"), "timeout_ms", 0, MAX_JSON_FETCH_WAIT_MS)
         fetched = await self.services.records.fetch(topic, partition, offset, max_bytes, timeout_ms)
+        await self.services.quotas.hold_http_record_bytes(False, sum(
+            _record_size(record.key, record.value, record.headers) for record in fetched.records))
         return _json_response(codec.encode_fetched(fetched))
 
     async def openapi(self, request: web.Request) -> web.Response:
@@ -717,6 +722,12 @@ _INT32_MAX = (1 << 31) - 1
 _DECIMAL = re.compile(r"-?[0-9]+")
 #: Longest long poll of the JSON records route (Kafka's fetch.max.wait.ms is bounded by the request timeout).
 MAX_JSON_FETCH_WAIT_MS = 300_000
+
+
+def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> int:
+    """A JSON record's bytes as quotas count them: key, value, header names and values."""
+    return (len(key or b"") + len(value or b"")
+            + sum(len(name) + len(header_value or b"") for name, header_value in headers))
 
 
 def _integer(text: str, name: str, minimum: int, maximum: int) -> int:

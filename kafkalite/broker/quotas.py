@@ -10,7 +10,14 @@ the broker's entity cache).
 What is measured (per broker, as in Kafka): a produce request's record bytes against
 ``producer_byte_rate``; a consumer fetch answer's record bytes against ``consumer_byte_rate``
 (follower fetches are never throttled). A throttled fetch is answered without records and its
-bytes are taken back, as Kafka does.
+bytes are taken back, as Kafka does. The JSON records routes count their records' keys, values
+and headers the same way. Every request's time on the broker against
+``request_percentage`` (Kafka's request quota; 100 is one request handler's whole time): the
+event-loop time its handler takes (:class:`LoopTimer`: the steps of its coroutine, not the
+time it waits for replicas, a long poll, the disk workers or its own throttle), plus the
+request's decoding on the Kafka protocol. Exempt, as in Kafka: follower fetches and the
+requests a connection makes before it is authenticated (ApiVersions, SaslHandshake,
+SaslAuthenticate).
 
 How a client is held back (KIP-219):
 
@@ -32,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kafkalite import protocol
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
@@ -54,6 +62,48 @@ if TYPE_CHECKING:
 #: The response header that carries an HTTP answer's throttle time (ms).
 THROTTLE_HEADER = "Throttle-Time-Ms"
 _AGENT_PREFIX = "kafkalite/"
+#: Kafka-protocol APIs outside the request quota (served before a connection is authenticated).
+REQUEST_QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+T = TypeVar("T")
+
+
+class LoopTimer(Generic[T]):
+    """Awaits ``awaitable`` and adds up the event-loop time of its steps in :attr:`seconds`.
+
+    Each time the coroutine runs until it next waits (a step) is timed; the waits themselves
+    (futures, sleeps, other tasks, worker threads) are not. So it is the time the request kept
+    the loop busy: what Kafka's request quota counts as handler-thread time. Results, exceptions
+    and cancellation pass through unchanged.
+
+    Concurrency: awaited once, from the task that serves the request.
+    """
+
+    __slots__ = ("_awaitable", "seconds")
+
+    def __init__(self, awaitable: Awaitable[T]) -> None:
+        self._awaitable = awaitable
+        self.seconds = 0.0
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coroutine, clock = self._awaitable.__await__(), time.perf_counter
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            began = clock()
+            try:
+                waiting_on = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]  # the awaitable's result
+            finally:
+                self.seconds += clock() - began
+                thrown = None
+            try:
+                sent = yield waiting_on
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # handed to the coroutine (cancellation too)
+                thrown, sent = exc, None
 
 
 def _no_configs(user: str | None, client_id: str | None) -> dict[str, str]:
@@ -73,6 +123,8 @@ class _HttpIdentity:
     principal_of: Callable[[web.BaseRequest], KafkaPrincipal]
     #: The longest throttle handed out while serving this HTTP request (for its header).
     throttle_ms: int = 0
+    #: Whether the request (or channel message) being served is outside the request quota.
+    exempt: bool = False
 
     @property
     def principal(self) -> KafkaPrincipal:
@@ -141,6 +193,13 @@ class BrokerQuotas:
         size = sum(len(partition.records) for partition in partitions)
         return self.produce.record(principal.name, client_id or "", size)
 
+    def record_request_time(self, principal: KafkaPrincipal, client_id: str | None, seconds: float) -> int:
+        """Counts a request's time on the broker against ``request_percentage``; its throttle
+        time (ms), 0 within quota. Kafka's unit: one second of handler time is 100 (percent)."""
+        if not self.enabled:
+            return 0
+        return self.request.record(principal.name, client_id or "", seconds * 100)
+
     def record_fetch(self, principal: KafkaPrincipal, client_id: str | None,
                      results: list[protocol.FetchResult]) -> tuple[list[protocol.FetchResult], int]:
         """Counts a consumer fetch answer's record bytes: the answer to send and its throttle
@@ -164,11 +223,14 @@ class BrokerQuotas:
         from aiohttp import web
 
         @web.middleware
-        async def quota_identity(request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        async def quota_identity(request: web.Request, handler: Callable[[web.Request], Any]) -> Any:
             identity = _HttpIdentity(request, principal_of)
             token = _http_identity.set(identity)
             try:
-                response = await handler(request)
+                if request.path == protocol.CHANNEL:  # its messages are counted one by one
+                    response = await handler(request)
+                else:
+                    response = await self.serve_timed(handler(request))
             finally:
                 _http_identity.reset(token)
             if identity.throttle_ms and isinstance(response, web.Response) and not response.prepared:
@@ -177,6 +239,28 @@ class BrokerQuotas:
 
         return quota_identity
 
+    async def serve_timed(self, call: Coroutine[Any, Any, T]) -> T:
+        """Awaits one HTTP request's (or channel message's) handling, counts its event-loop time
+        against ``request_percentage`` and holds the answer for the throttle time it earns."""
+        identity = _http_identity.get()
+        if not self.enabled or identity is None:
+            return await call
+        identity.exempt = False
+        timer = LoopTimer(call)
+        try:
+            result = await timer
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # answered by the error middleware: the time it took counts as well
+            await self._hold_for_request_time(identity, timer.seconds)
+            raise
+        await self._hold_for_request_time(identity, timer.seconds)
+        return result
+
+    async def _hold_for_request_time(self, identity: _HttpIdentity, seconds: float) -> None:
+        if not identity.exempt:
+            await self._hold(identity, self.record_request_time(identity.principal, identity.client_id, seconds))
+
     async def hold_http_produce(self, request: protocol.ProduceRequest) -> None:
         """Counts an HTTP or channel produce and holds the answer for its throttle time."""
         identity = _http_identity.get()
@@ -184,12 +268,25 @@ class BrokerQuotas:
         await self._hold(identity, self.record_produce(principal, identity.client_id if identity else "",
                                                        request.partitions))
 
+    async def hold_http_record_bytes(self, produced: bool, size: int) -> None:
+        """Counts the record bytes (keys, values and headers) of a JSON records route against
+        ``producer_byte_rate`` (``produced``) or ``consumer_byte_rate`` and holds the answer for
+        the throttle time; a throttled JSON fetch keeps its records (the hold alone slows it)."""
+        if not self.enabled or size <= 0:
+            return
+        identity = _http_identity.get()
+        principal = identity.principal if identity is not None else ANONYMOUS
+        manager = self.produce if produced else self.fetch
+        await self._hold(identity, manager.record(principal.name, identity.client_id if identity else "", size))
+
     async def hold_http_fetch(self, request: protocol.FetchRequest,
                               results: list[protocol.FetchResult]) -> list[protocol.FetchResult]:
         """Counts an HTTP or channel consumer fetch: the answer to send, after its throttle time."""
-        if request.is_from_follower:
-            return results
         identity = _http_identity.get()
+        if request.is_from_follower:
+            if identity is not None:
+                identity.exempt = True
+            return results
         principal = identity.principal if identity is not None else ANONYMOUS
         results, throttle = self.record_fetch(principal, identity.client_id if identity else "", results)
         await self._hold(identity, throttle)

@@ -64,6 +64,7 @@ from kafkalite.errors import (
 )
 from kafkalite.record.batch import build_batch, iter_batches
 from kafkalite.registry.store import SchemaStore
+from kafkalite.security.principal import FORWARDED_PRINCIPAL_HEADER, served_principal
 from kafkalite.storage.manager import LogManager
 from kafkalite.topics import partition_for_key
 from kafkalite.transport import AsyncTransport
@@ -509,8 +510,16 @@ class ReplicaService:
         return [TxnMarkerResult(marker.producer_id, errors[index]) for index, marker in enumerate(markers)]
 
 
+def _forwarded_for() -> dict[str, str]:
+    """The header naming the principal a forwarded request is served for (none where requests
+    are not authorized): the leader authorizes that principal, not the forwarding broker."""
+    principal = served_principal.get()
+    return {} if principal is None else {FORWARDED_PRINCIPAL_HEADER: str(principal)}
+
+
 class RecordsService:
-    """Records by topic for humans and scripts, served by any broker (forwarded to leaders)."""
+    """Records by topic for humans and scripts, served by any broker (forwarded to leaders, on
+    behalf of the client's principal: see :data:`~kafkalite.security.principal.FORWARDED_PRINCIPAL_HEADER`)."""
 
     def __init__(self, config: BrokerConfig, metadata: MetadataService, replicas: ReplicaService,
                  transport: AsyncTransport, wall_ms: Callable[[], int]) -> None:
@@ -559,7 +568,8 @@ class RecordsService:
                 if endpoint is None:
                     raise LeaderNotAvailableError(f"{topic}-{number} has no leader")
                 payload = await self.transport.request(endpoint.address, "POST", protocol.PRODUCE,
-                                                       body=protocol.encode_produce_request(single))
+                                                       body=protocol.encode_produce_request(single),
+                                                       headers=_forwarded_for())
                 results = protocol.decode_produce_response(payload) if payload else []
             result = results[0] if results else protocol.ProduceResult(topic, number)
             for position, index in enumerate(indexes):
@@ -587,7 +597,8 @@ class RecordsService:
                 raise LeaderNotAvailableError(f"{topic}-{partition} has no leader")
             payload = await self.transport.request(endpoint.address, "POST", protocol.FETCH,
                                                    body=protocol.encode_fetch_request(request),
-                                                   timeout_ms=timeout_ms + self.config.request_timeout_ms)
+                                                   timeout_ms=timeout_ms + self.config.request_timeout_ms,
+                                                   headers=_forwarded_for())
             results = protocol.decode_fetch_response(payload)
         result = results[0]
         if result.error_code:

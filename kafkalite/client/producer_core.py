@@ -147,6 +147,8 @@ class ProducerCore:
         """Start the metadata refresher and the sender on the running loop."""
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.current_thread()
+        if self.transaction is not None:
+            self.transaction.loop_ident = threading.get_ident()
         self.sender = Sender(self.settings, self.accumulator, self.metadata, self.transport, self.transaction,
                              self.metrics)
         self.accumulator.wakeup = self._wake

@@ -55,6 +55,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds between retries of a request answered CONCURRENT_TRANSACTIONS.
 CONCURRENT_TRANSACTIONS_BACKOFF = 0.005
+#: While a partition waits to join the transaction, a sending application thread hands the GIL
+#: to the producer's I/O thread once per this many records: the I/O thread, woken by the
+#: AddPartitionsToTxn answer, would otherwise wait a whole switch interval (5 ms) for the GIL
+#: while the application keeps it busy queueing records, and nothing is sent meanwhile.
+JOINING_HANDOFF_RECORDS = 64
 
 #: Errors after which the producer cannot go on (it was fenced, or its id was taken over).
 FATAL_ERRORS = (ProducerFencedError, InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidTxnStateError)
@@ -94,6 +99,9 @@ class TransactionManager:
         self.added: set[TopicPartition] = set()
         self._new: set[TopicPartition] = set()
         self._offsets_added = False
+        #: The thread id of the producer's event loop (its I/O thread); see :meth:`before_append`.
+        self.loop_ident = 0
+        self._queued_while_joining = 0
         accumulator.transactional = True
         accumulator.sendable = self.sendable
         accumulator.on_failure = self._batch_failed
@@ -107,8 +115,15 @@ class TransactionManager:
         queued to join is let through here without the lock as well (the state and the sets
         are read atomically; a commit racing a send on another thread is the application's own
         race, as with Kafka's producer)."""
-        if self.state is TxnState.IN_TRANSACTION and (tp in self.added or tp in self._new):
-            return
+        if self.state is TxnState.IN_TRANSACTION:
+            if tp in self.added:
+                return
+            if tp in self._new:  # waiting for AddPartitionsToTxn: its records queue, not sent yet
+                self._queued_while_joining += 1
+                if not self._queued_while_joining % JOINING_HANDOFF_RECORDS \
+                        and threading.get_ident() != self.loop_ident:
+                    time.sleep(0)  # the I/O thread takes the GIL for the answer now, not after a switch interval
+                return
         with self._lock:
             if self.state is TxnState.FATAL_ERROR:
                 raise IllegalStateError(f"the producer hit a fatal error and must be closed: {self.error}")

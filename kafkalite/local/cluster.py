@@ -23,7 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -61,11 +61,12 @@ class HttpError(Exception):
 
 
 def http(address: str, method: str, path: str, body: Any = None, raw: bytes | None = None,
-         timeout: float = 30.0, content_type: str = "application/json") -> Any:
-    """One request; JSON in and out (``raw`` sends bytes). Non-2xx raises HttpError."""
+         timeout: float = 30.0, content_type: str = "application/json",
+         headers: Mapping[str, str] | None = None) -> Any:
+    """One request; JSON in and out (``raw`` sends bytes; ``headers`` are added). Non-2xx raises HttpError."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     request = urllib.request.Request(f"http://{address}{path}", data=data, method=method,
-                                     headers={"Content-Type": content_type})
+                                     headers={"Content-Type": content_type, **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             payload = response.read()

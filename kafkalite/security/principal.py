@@ -10,6 +10,7 @@ Concurrency: immutable values, safe to share between threads.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from kafkalite.errors import InvalidRequestError
@@ -47,3 +48,12 @@ class KafkaPrincipal:
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 #: Kafka's wildcard principal in ACLs: ``User:*`` matches every user.
 WILDCARD_PRINCIPAL = KafkaPrincipal(USER_TYPE, "*")
+
+#: The HTTP header a broker sets when it forwards a client's request to another broker (the JSON
+#: records routes forward to partition leaders): the principal the request is served for. The
+#: receiving broker trusts it only from a caller allowed ClusterAction on the Cluster, as Kafka
+#: trusts the principal in a forwarded request's Envelope (KIP-590).
+FORWARDED_PRINCIPAL_HEADER = "Kafkalite-Forwarded-Principal"
+#: The principal the current task serves a request for, while a broker authorizes requests (set by
+#: its HTTP authorization for the request's life); None elsewhere.
+served_principal: ContextVar[KafkaPrincipal | None] = ContextVar("kafkalite_served_principal", default=None)

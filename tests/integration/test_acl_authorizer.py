@@ -5,8 +5,10 @@ the named Kafka error. Each row sends one real request: a raw Kafka-protocol req
 Kafka front end, the JSON (or binary) route on the HTTP front end. An allowed row must not be
 refused for authorization (it may still fail for an unrelated reason, e.g. a heartbeat from an
 unknown member); a denied row must carry its error: the code on the Kafka answer's items, or
-HTTP 403 with the Kafka name in the JSON body. Every request is ``User:ANONYMOUS`` until a
-listener authenticates; rows for other users go into :data:`TABLE` once SASL lands.
+HTTP 403 with the Kafka name in the JSON body. Rows for ``User:ANONYMOUS`` go to the brokers'
+PLAINTEXT listener; rows for the users ``alice``, ``bob`` and the super user ``admin`` go to their
+SASL_PLAINTEXT listener, authenticated there (SaslHandshake + SaslAuthenticate with PLAIN on the
+Kafka front end, HTTP Basic on the HTTP one) against the SCRAM credentials kept in ZooKeeper.
 
 The ACLs are written into ZooKeeper before the brokers start (as Kafka's ``kafka-acls
 --authorizer-properties zookeeper.connect=...`` does), then changed through CreateAcls on one
@@ -18,6 +20,8 @@ prefixed ACLs apply.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import socket
 import struct
 import time
@@ -33,6 +37,7 @@ from kafkalite.broker.authorizer import Authorizer
 from kafkalite.coord.zk import ZooKeeperClient
 from kafkalite.errors import TopicAuthorizationFailedError
 from kafkalite.record.batch import build_batch
+from kafkalite.security import scram
 from kafkalite.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -43,11 +48,14 @@ from kafkalite.security.acl import (
     ResourceType as RT,
 )
 from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster, HttpError, http
+from tests.support.cluster import BrokerCluster, HttpError, free_port, http
 
 pytestmark = pytest.mark.integration
 
 ANON = "User:ANONYMOUS"
+ALICE, BOB, ADMIN = "User:alice", "User:bob", "User:admin"
+#: The SASL users and their passwords (SCRAM-SHA-512 credentials in /config/users before the start).
+PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
 AUTHORIZATION_ERRORS = {29: "TOPIC_AUTHORIZATION_FAILED", 30: "GROUP_AUTHORIZATION_FAILED",
                         31: "CLUSTER_AUTHORIZATION_FAILED", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
 CODES = {name: code for code, name in AUTHORIZATION_ERRORS.items()}
@@ -78,6 +86,13 @@ SEED_ACLS = [
     _acl(RT.GROUP, "g-ok", Op.READ), _acl(RT.GROUP, "g-desc", Op.DESCRIBE), _acl(RT.GROUP, "g-del", Op.DELETE),
     _acl(RT.GROUP, "g-", Op.READ, pattern=PatternType.PREFIXED, principal="User:bob"),
     _acl(RT.TRANSACTIONAL_ID, "tx-ok", Op.WRITE),
+    # the SASL users
+    _acl(RT.TOPIC, "acl-ro", Op.WRITE, principal=ALICE),  # ANONYMOUS may only read it
+    _acl(RT.TOPIC, "pay.eu", Op.DESCRIBE, principal="User:*"),
+    _acl(RT.TOPIC, "pay.eu", Op.DESCRIBE, Permission.DENY, principal=BOB),  # deny wins over User:*
+    _acl(RT.GROUP, "*", Op.DESCRIBE, principal=ALICE),  # every group (the wildcard resource)
+    _acl(RT.TRANSACTIONAL_ID, "tx-alice", Op.WRITE, principal=ALICE),
+    _acl(RT.CLUSTER, "kafka-cluster", Op.DESCRIBE_CONFIGS, principal=ALICE),
 ]
 TOPICS = ["acl-rw", "acl-ro", "acl-wo", "acl-denied", "acl-del", "acl-alter", "acl-cfg", "pay.eu", "secret"]
 
@@ -94,16 +109,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterato
             await writer.start()
             await writer.create_acls(SEED_ACLS)
             writer.stop()
+            for user, password in PASSWORDS.items():
+                credential = scram.new_credential("SCRAM-SHA-512", password).to_text()
+                await client.create(f"/config/users/{user}", json.dumps(
+                    {"version": 1, "config": {"SCRAM-SHA-512": credential}}).encode(), makepath=True)
         finally:
             await client.stop()
 
     asyncio.run(seed())
     brokers = BrokerCluster(tmp_path_factory.mktemp("acl"), connect, size=2, extra_properties={
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin", "offsets.topic.replication.factor": "1",
+        "super.users": ADMIN, "offsets.topic.replication.factor": "1",
         "offsets.topic.num.partitions": "1", "transaction.state.log.replication.factor": "1",
         "transaction.state.log.num.partitions": "1", "transaction.state.log.min.isr": "1",
-        "group.initial.rebalance.delay.ms": "0"}).start()
+        "group.initial.rebalance.delay.ms": "0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512"})
+    for broker_id, process in brokers.brokers.items():  # the brokers talk to each other on PLAINTEXT
+        brokers.per_broker_properties[broker_id] = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{free_port()}"}
+    brokers.start()
     try:
         for topic in TOPICS:
             brokers.create_topic(topic, partitions=1, replication_factor=1)
@@ -126,15 +151,33 @@ def _has_leader(cluster: BrokerCluster, topic: str) -> bool:
 
 # --- the Kafka front end ---------------------------------------------------------------------------
 
-def kafka_call(address: str, api_key: int, version: int, fields: dict[str, Any]) -> Any:
-    """One Kafka-protocol request on a fresh connection; the kio response."""
+def kafka_call(address: str, api_key: int, version: int, fields: dict[str, Any], user: str | None = None) -> Any:
+    """One Kafka-protocol request on a fresh connection (authenticated as ``user`` with PLAIN
+    first, when given); the kio response."""
     host, port = address.rsplit(":", 1)
-    frame = kafka_wire.request_frame(api_key, version, 7, kafka_wire.request(api_key, version, fields))
     with socket.create_connection((host, int(port)), timeout=15) as connection:
-        connection.sendall(frame)
-        head = _read_exactly(connection, 4)
-        body = _read_exactly(connection, struct.unpack(">i", head)[0])
+        if user is not None:
+            handshake = _exchange(connection, 17, 1, {"mechanism": "PLAIN"}, 5)
+            assert handshake.error_code == 0, handshake
+            token = scram.plain_token(user, PASSWORDS[user])
+            authenticated = _exchange(connection, 36, 2, {"auth_bytes": token}, 6)
+            assert authenticated.error_code == 0, authenticated
+        return _exchange(connection, api_key, version, fields, 7)
+
+
+def _exchange(connection: socket.socket, api_key: int, version: int, fields: dict[str, Any],
+              correlation_id: int) -> Any:
+    connection.sendall(kafka_wire.request_frame(api_key, version, correlation_id,
+                                                kafka_wire.request(api_key, version, fields)))
+    head = _read_exactly(connection, 4)
+    body = _read_exactly(connection, struct.unpack(">i", head)[0])
     return kafka_wire.read_response(head + body, api_key, version)[1]
+
+
+def sasl_address(cluster: BrokerCluster, broker_id: int) -> str:
+    """``host:port`` of broker ``broker_id``'s SASL_PLAINTEXT listener."""
+    listeners = cluster.per_broker_properties[broker_id]["listeners"]
+    return listeners.split("SASL_PLAINTEXT://", 1)[1]
 
 
 def _read_exactly(connection: socket.socket, size: int) -> bytes:
@@ -337,11 +380,13 @@ class Case:
     expected: str  # "allowed" or the Kafka error name
 
     def __str__(self) -> str:
-        return f"{self.front_end}-{self.operation}-{self.resource}-{self.expected}"
+        who = "" if self.principal == ANON else self.principal.removeprefix("User:") + "-"
+        return f"{who}{self.front_end}-{self.operation}-{self.resource}-{self.expected}"
 
 
-def _both(operation: str, resource: str, expected: str) -> list[Case]:
-    return [Case(ANON, operation, resource, "kafka", expected), Case(ANON, operation, resource, "http", expected)]
+def _both(operation: str, resource: str, expected: str, principal: str = ANON) -> list[Case]:
+    return [Case(principal, operation, resource, "kafka", expected),
+            Case(principal, operation, resource, "http", expected)]
 
 
 OK, TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (
@@ -384,19 +429,57 @@ TABLE: list[Case] = [
     Case(ANON, "DescribeAcls", "kafka-cluster", "kafka", OK),
     Case(ANON, "ElectLeaders", "acl-rw", "kafka", OK),
     Case(ANON, "ListPartitionReassignments", "kafka-cluster", "http", OK),
+    # users authenticated on the SASL listener
+    *_both("Produce", "acl-ro", OK, ALICE), *_both("Produce", "acl-ro", TOPIC_DENIED, BOB),
+    *_both("Produce", "acl-denied", TOPIC_DENIED, ALICE),  # the Deny for User:* holds for her too
+    *_both("Fetch", "secret", OK, BOB), *_both("Fetch", "secret", TOPIC_DENIED, ALICE),
+    *_both("Fetch", "acl-rw", TOPIC_DENIED, ALICE),  # ANONYMOUS's Read is not hers
+    Case(BOB, "Metadata", "secret", "kafka", OK), Case(ALICE, "Metadata", "secret", "kafka", TOPIC_DENIED),
+    *_both("ListOffsets", "pay.eu", OK, ALICE),  # Describe for User:*
+    *_both("ListOffsets", "pay.eu", TOPIC_DENIED, BOB),  # ... denied to bob by name: deny wins
+    *_both("Heartbeat", "g-no", OK, BOB),  # bob's prefixed Read on g-
+    *_both("Heartbeat", "g-no", GROUP_DENIED, ALICE),  # Describe on every group is not Read
+    *_both("DescribeGroups", "g-no", OK, ALICE), *_both("OffsetFetch", "g-no", OK, BOB),
+    Case(BOB, "OffsetCommit", "g-no/secret", "kafka", OK),
+    Case(BOB, "OffsetCommit", "g-no/acl-rw", "kafka", TOPIC_DENIED),
+    *_both("InitProducerId", "tx-alice", OK, ALICE), *_both("InitProducerId", "tx-alice", TXN_DENIED, BOB),
+    *_both("InitProducerId", "tx-ok", TXN_DENIED, ALICE),  # tx-ok's Write is ANONYMOUS's
+    *_both("DescribeConfigs", "broker", OK, ALICE), *_both("DescribeConfigs", "broker", CLUSTER_DENIED, BOB),
+    Case(BOB, "DescribeAcls", "kafka-cluster", "kafka", CLUSTER_DENIED),
+    Case(ALICE, "CreateTopics", "other-new", "kafka", TOPIC_DENIED),
+    *_both("CreateTopics", "other-new", OK, ADMIN),  # super.users: no ACL needed
+    Case(ADMIN, "AlterConfigs", "broker", "kafka", OK), *_both("DeleteGroups", "g-admin", OK, ADMIN),
 ]
 
 
 def test_the_table_has_forty_rows_or_more() -> None:
     assert len(TABLE) >= 40
+    assert len([case for case in TABLE if case.principal != ANON]) >= 40  # as many for SASL users
+
+
+def test_a_wrong_password_on_the_sasl_listener_is_refused_on_both_front_ends(cluster: BrokerCluster) -> None:
+    address = sasl_address(cluster, 1)
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=15) as connection:
+        assert _exchange(connection, 17, 1, {"mechanism": "PLAIN"}, 1).error_code == 0
+        refused = _exchange(connection, 36, 2, {"auth_bytes": scram.plain_token("alice", "wrong")}, 2)
+        assert refused.error_code == 58
+    with pytest.raises(HttpError) as failed:
+        http(address, "GET", "/v1/metadata", headers=_basic("alice", "wrong"))
+    assert failed.value.status == 401 and failed.value.body["error"] == "SASL_AUTHENTICATION_FAILED"
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 @pytest.mark.parametrize("case", TABLE, ids=str)
 def test_authorization_table(cluster: BrokerCluster, case: Case) -> None:
-    address = cluster.brokers[1].address
+    user = None if case.principal == ANON else case.principal.removeprefix("User:")
+    address = cluster.brokers[1].address if user is None else sasl_address(cluster, 1)
     if case.front_end == "kafka":
         api_key, version, fields = KAFKA_REQUESTS[case.operation](case.resource)
-        codes = error_codes(kafka_call(address, api_key, version, fields))
+        codes = error_codes(kafka_call(address, api_key, version, fields, user))
         if case.expected == OK:
             assert not codes & set(AUTHORIZATION_ERRORS), f"{case}: answered {codes}"
         else:
@@ -404,7 +487,7 @@ def test_authorization_table(cluster: BrokerCluster, case: Case) -> None:
         return
     method, path, body = _http_request(case.operation, case.resource)
     try:
-        answer = http(address, method, path, body)
+        answer = http(address, method, path, body, headers=None if user is None else _basic(user, PASSWORDS[user]))
     except HttpError as exc:
         if case.expected == OK:
             assert exc.status != 403, f"{case}: {exc}"
@@ -568,3 +651,19 @@ def _wait_until_every_broker_has(cluster: BrokerCluster, count: int) -> None:
                 return False
         return True
     cluster.wait_for(settled, 15, f"{count} tool ACLs on every broker")
+
+
+def test_only_a_caller_allowed_cluster_action_may_ask_on_another_principals_behalf(cluster: BrokerCluster) -> None:
+    """A broker forwarding a JSON records request names the client's principal in a header; the
+    leader authorizes that principal, and believes the header only from a caller allowed
+    ClusterAction (here ANONYMOUS, the brokers' own identity on PLAINTEXT), as Kafka's Envelope."""
+    path = "/v1/topics/secret/partitions/0/records?offset=0"
+    forwarded_as_bob = {"Kafkalite-Forwarded-Principal": BOB}
+    assert "records" in http(cluster.brokers[1].address, "GET", path, headers=forwarded_as_bob)
+    with pytest.raises(HttpError) as denied:  # ANONYMOUS may not read it on its own behalf
+        http(cluster.brokers[1].address, "GET", path)
+    assert denied.value.body["error"] == TOPIC_DENIED
+    with pytest.raises(HttpError) as impersonating:  # alice may not claim to be admin
+        http(sasl_address(cluster, 1), "GET", path, headers={**_basic("alice", PASSWORDS["alice"]),
+                                                             "Kafkalite-Forwarded-Principal": ADMIN})
+    assert impersonating.value.status == 403 and impersonating.value.body["error"] == CLUSTER_DENIED

@@ -1,5 +1,6 @@
 """Client quotas on one real broker: quotas set with kafkalite-configs.sh hold a client id to its
-byte rate over both front ends while another client on the same broker runs free. The broker
+byte rate (binary and JSON routes) and its request_percentage over both front ends while another
+client on the same broker runs free. The broker
 runs with ``zookeeper.set.acl=true`` and digest authentication, so the same broker shows that
 its znodes are not writable by an unauthenticated ZooKeeper client.
 
@@ -11,6 +12,7 @@ and the rate of a bounded run (a few seconds) says little; with 2 windows the cr
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import socket
@@ -262,3 +264,74 @@ def test_a_user_quota_follows_the_authenticated_principal_not_the_client_id(clus
             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "quota-user", "sasl.password": "quota-pw"}
     assert largest_throttle(sasl) > 0
     assert largest_throttle({"bootstrap.servers": cluster.bootstrap}) == 0
+
+
+def set_client_quota(cluster: BrokerCluster, client_id: str, quota: str) -> None:
+    """Set ``quota`` (``key=value,...``) for ``client_id`` and wait until the broker describes it."""
+    configs(cluster, "--alter", "--entity-type", "clients", "--entity-name", client_id, "--add-config", quota)
+    deadline = time.monotonic() + 20
+    while not all(item in configs(cluster, "--describe", "--entity-type", "clients", "--entity-name",
+                                  client_id).stdout for item in quota.split(",")):
+        assert time.monotonic() < deadline, f"the broker never described {quota} for {client_id}"
+        time.sleep(0.1)
+
+
+def _metadata_throttles(cluster: BrokerCluster, client_id: str, count: int) -> list[int]:
+    """The throttle_time_ms of ``count`` Metadata answers to ``client_id`` on one connection."""
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    throttles: list[int] = []
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        for correlation_id in range(count):
+            connection.sendall(kafka_wire.request_frame(3, 9, correlation_id, kafka_wire.metadata_request(9, None),
+                                                        client_id=client_id))
+            frame = connection.recv(4, socket.MSG_WAITALL)
+            frame += connection.recv(int.from_bytes(frame, "big"), socket.MSG_WAITALL)
+            answer = kafka_wire.read_response(frame, 3, 9)[1]
+            throttles.append(int(answer.throttle_time.total_seconds() * 1000))
+    return throttles
+
+
+def test_request_percentage_throttles_a_busy_client_on_both_front_ends_and_not_another(
+        cluster: BrokerCluster) -> None:
+    """``request_percentage=0.01`` allows 0.1 ms of broker time per second: a client id that sends
+    Metadata requests back to back is answered with throttle_time_ms (Kafka protocol) or held
+    with a Throttle-Time-Ms header (HTTP); another client id on the same broker never is."""
+    set_client_quota(cluster, "busy-client", "request_percentage=0.01")
+    busy = _metadata_throttles(cluster, "busy-client", 3)
+    assert max(busy) > 0, busy
+    assert max(busy) <= 1000, busy  # a request throttle is capped at one quota window (1 s here)
+    assert _metadata_throttles(cluster, "free-client", 3) == [0] * 3
+
+    def http_throttles(agent: str) -> list[int]:
+        throttles = []
+        for _ in range(3):
+            request = urllib.request.Request(f"http://{cluster.bootstrap.split(',')[0]}/v1/metadata",
+                                             headers={"User-Agent": agent})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                throttles.append(int(response.headers.get("Throttle-Time-Ms", "0")))
+        return throttles
+
+    assert max(http_throttles("kafkalite/busy-client")) > 0
+    assert http_throttles("kafkalite/free-client") == [0] * 3
+
+
+def test_the_json_records_routes_count_against_the_byte_rates(cluster: BrokerCluster) -> None:
+    set_client_quota(cluster, "json-writer", "producer_byte_rate=1024,consumer_byte_rate=1024")
+    address = cluster.bootstrap.split(",")[0]
+    value = base64.b64encode(b"j" * 4096).decode()
+
+    def call(method: str, path: str, agent: str, body: Any = None) -> tuple[Any, int]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://{address}{path}", data=data, method=method,
+                                         headers={"User-Agent": agent, "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read()), int(response.headers.get("Throttle-Time-Ms", "0"))
+
+    produced, throttle = call("POST", f"/v1/topics/{TOPIC}/records", "kafkalite/json-writer",
+                              {"records": [{"value": value, "partition": 0}], "acks": 1})
+    assert throttle > 0, produced  # 4 KiB against 1 KiB/s with one second of credit
+    offset = produced["offsets"][0]["offset"]
+    path = f"/v1/topics/{TOPIC}/partitions/0/records?offset={offset}"
+    fetched, throttle = call("GET", path, "kafkalite/json-writer")
+    assert throttle > 0 and fetched["records"], fetched
+    assert call("GET", path, "kafkalite/json-free")[1] == 0

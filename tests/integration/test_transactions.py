@@ -531,14 +531,16 @@ def test_transactional_copier_survives_kill_9_of_the_coordinator_and_an_output_l
         copier = Copier(cluster, source, target, 2, client)
         copier.start()
         try:
-            copier.allow(8)
+            copier.allow(4)
             copier.wait_commits(3, 120)
             coordinator = _transaction_coordinator(cluster, copier.transactional_id)
             assert not copier.done.is_set(), f"the copier stopped before the first fault: {copier.error!r}"
-            cluster.brokers[coordinator].kill()  # transactions are being copied meanwhile
+            cluster.brokers[coordinator].kill()  # the fourth transaction is being copied meanwhile
+            copier.allow(4)  # the fifth to eighth can only start after the kill
             copier.wait_commits(8, 120)
             # another broker took over
-            assert _transaction_coordinator(cluster, copier.transactional_id) != coordinator
+            cluster.wait_for(lambda: _transaction_coordinator(cluster, copier.transactional_id) != coordinator,
+                             30, f"a transaction coordinator other than broker {coordinator}")
             copier.allow(8)
             _restart(cluster, coordinator)
             cluster.wait_in_sync(target, 60)

@@ -21,6 +21,7 @@ from kafkalite.broker.kafka.connection import MAX_QUEUED_REQUESTS, KafkaConnecti
 from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.listener import is_http
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import BrokerStats
 from kafkalite.config import BrokerConfig
@@ -175,8 +176,9 @@ async def _metadata_handler(context: KafkaRequestContext, request: Any) -> Kafka
 
 
 def _connection(max_bytes: int = 1 << 20) -> tuple[KafkaConnection, RecordingTransport]:
-    services = cast(BrokerServices, SimpleNamespace(config=BrokerConfig(socket_request_max_bytes=max_bytes),
-                                                    stats=BrokerStats(), authorizer=None))
+    config = BrokerConfig(socket_request_max_bytes=max_bytes)
+    services = cast(BrokerServices, SimpleNamespace(config=config, stats=BrokerStats(), authorizer=None,
+                                                    quotas=BrokerQuotas(config)))
     registry = ApiRegistry([ApiHandler(3, 0, 12, _metadata_handler)])
     connection = KafkaConnection(services, registry, set())
     transport = RecordingTransport()

@@ -38,6 +38,7 @@ from kafkalite.broker.kafka import access, codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.kafka.sasl_session import PRE_AUTHENTICATION_APIS, SaslSession
+from kafkalite.broker.quotas import REQUEST_QUOTA_EXEMPT_APIS, LoopTimer
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import KAFKA
 from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
@@ -210,6 +211,9 @@ class KafkaConnection(asyncio.Protocol):
             raise CloseConnection(f"API key {api_key} before SASL authentication")
         request_class = codec.request_class(api_key, api_version)
         assert request_class is not None  # the registry checks every served version has one
+        quotas = self.services.quotas
+        timed = quotas.enabled and api_key not in REQUEST_QUOTA_EXEMPT_APIS
+        decoding = time.perf_counter()
         try:
             header = codec.read_request_header(frame, request_class.__flexible__)
             request = codec.parse_request(frame, header, request_class)
@@ -221,10 +225,16 @@ class KafkaConnection(asyncio.Protocol):
         answer: KafkaAnswer
         started = time.perf_counter()
         failed = True
+        timer: LoopTimer[KafkaAnswer] | None = None
         try:
             authorizer = self.services.authorizer
-            answer = await (handler.handle(context, request) if authorizer is None else
-                            access.serve_kafka(authorizer, handler.handle, context, request))
+            call = (handler.handle(context, request) if authorizer is None else
+                    access.serve_kafka(authorizer, handler.handle, context, request))
+            if timed:
+                timer = LoopTimer(call)
+                answer = await timer
+            else:
+                answer = await call
             failed = False
         except BrokerResponseError as exc:
             log.debug("API key %d v%d from %s answered %s", api_key, api_version, self._peer, exc)
@@ -244,6 +254,15 @@ class KafkaConnection(asyncio.Protocol):
                 self._transport.write(self._encode(api_key, api_version, correlation_id, answer))
                 raise CloseConnection(self.sasl.close_reason)
         elapsed = time.perf_counter() - started
+        if timer is not None and getattr(request, "replica_id", -1) < 0:  # follower fetches are exempt
+            throttle_ms = quotas.record_request_time(self.principal, header.client_id,
+                                                     timer.seconds + (started - decoding))
+            if throttle_ms > 0:
+                if answer is NO_RESPONSE:  # nothing carries it: hold the connection instead
+                    await quotas.mute(throttle_ms)
+                else:
+                    current = int(answer.get("throttle_time") or answer.get("throttle_time_ms") or 0)
+                    answer = {**answer, "throttle_time": max(current, throttle_ms)}
         self.services.stats.requests.observe(KAFKA, self.registry.names[api_key], elapsed, failed)
         if request_log.isEnabledFor(logging.DEBUG):
             request_log.debug("kafka %s v%d from %s (client %s): %s in %.1f ms", self.registry.names[api_key],

@@ -107,7 +107,7 @@ def test_controlled_shutdown_moves_leadership_off_the_broker_and_removes_it_from
         assert leader_isr_epoch(cluster, "events", 0) == (2, [2, 3, 1], 0)  # a stale request changes nothing
 
         remaining = await controller.controlled_shutdown(2, epoch_of_2)
-        assert remaining == [("events", 3)]  # its only replica cannot move anywhere
+        assert remaining == []  # partition 3's only replica cannot move anywhere: not counted, as in Kafka
         assert leader_isr_epoch(cluster, "events", 0) == (3, [3, 1], 1)
         assert leader_isr_epoch(cluster, "events", 1) == (3, [3, 1], 1)
         assert leader_isr_epoch(cluster, "events", 2) == (1, [1, 3], 0)
@@ -118,6 +118,21 @@ def test_controlled_shutdown_moves_leadership_off_the_broker_and_removes_it_from
         await cluster.wait_until(lambda: leader_isr_epoch(cluster, "events", 0)[0] == 1, "partition 0 moves to 1")
         assert leader_isr_epoch(cluster, "events", 0) == (1, [1], 2)
         assert leader_isr_epoch(cluster, "events", 1) == (1, [1], 2)
+
+    run(scenario)
+
+
+def test_controlled_shutdown_counts_only_partitions_another_live_replica_could_take(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3], 1: [2, 1]})
+        await cluster.write_state("events", 1, znodes.PartitionState(2, 0, [2], 1))  # broker 1 out of the ISR
+        cluster.expire(3)  # partition 0's other replica is down
+        await cluster.wait_until(lambda: 3 not in cluster.nodes[1].metadata.brokers, "broker 3 is gone")
+        controller = cluster.nodes[1].controller
+        remaining = await controller.controlled_shutdown(2, cluster.nodes[1].metadata.brokers[2].epoch)
+        # partition 0 has nowhere to go, so no retry can help; partition 1's other replica is up
+        # and may rejoin the ISR before the next attempt
+        assert remaining == [("events", 1)]
 
     run(scenario)
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+import pytest
+
 from kafkalite import protocol
-from kafkalite.broker.quotas import BrokerQuotas, client_id_of_agent
+from kafkalite.broker.quotas import BrokerQuotas, LoopTimer, client_id_of_agent
 from kafkalite.config import BrokerConfig
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkalite.security.quota import DEFAULT_ENTITY
@@ -126,3 +129,61 @@ def test_mute_holds_only_for_a_throttle() -> None:
     asyncio.run(broker.mute(0))
     asyncio.run(broker.mute(250))
     assert slept == [0.25]
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_loop_timer_counts_the_steps_of_its_coroutine_and_not_its_waits() -> None:
+    async def handler() -> str:
+        _busy(0.02)
+        await asyncio.sleep(0.3)  # waiting: not counted
+        _busy(0.02)
+        return "answer"
+
+    async def main() -> tuple[str, float]:
+        timer = LoopTimer(handler())
+        return await timer, timer.seconds
+
+    result, seconds = asyncio.run(main())
+    assert result == "answer"
+    assert 0.04 <= seconds < 0.2
+
+
+def test_loop_timer_passes_exceptions_and_cancellation_through() -> None:
+    cleaned: list[str] = []
+
+    async def failing() -> None:
+        _busy(0.01)
+        raise ValueError("bad request")
+
+    async def waiting() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            cleaned.append("cancelled inside")
+
+    async def main() -> float:
+        timer = LoopTimer(failing())
+        with pytest.raises(ValueError, match="bad request"):
+            await timer
+        task = asyncio.ensure_future(LoopTimer(waiting()))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return timer.seconds
+
+    assert asyncio.run(main()) >= 0.01
+    assert cleaned == ["cancelled inside"]
+
+
+def test_request_time_is_counted_in_percent_of_a_second_against_request_percentage() -> None:
+    broker, _ = quotas({(None, "busy"): {"request_percentage": "1"}})  # 10 ms of broker time per second
+    assert broker.record_request_time(ANONYMOUS, "idle", 5.0) == 0  # no quota for this client id
+    assert broker.record_request_time(ANONYMOUS, "busy", 0.001) == 0  # 0.1 % of the window
+    throttle = broker.record_request_time(ANONYMOUS, "busy", 0.5)  # 50 %: far above 1 %
+    assert 0 < throttle <= 1000  # capped at one window

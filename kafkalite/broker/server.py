@@ -421,15 +421,19 @@ class Broker:
                 log.info("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
                 remaining = None
             if remaining == []:
-                await self.metadata.wait_for(self._leads_nothing_replicated, 5.0)
+                await self.metadata.wait_for(self._leads_nothing_movable, 5.0)
                 log.info("controlled shutdown succeeded")
                 return
             await asyncio.sleep(min(config.controlled_shutdown_retry_backoff_ms / 1000, 1.0))
         log.warning("controlled shutdown gave up after %d attempts", config.controlled_shutdown_max_retries + 1)
 
-    def _leads_nothing_replicated(self) -> bool:
+    def _leads_nothing_movable(self) -> bool:
+        """Whether this broker leads no partition that another live broker could lead (what the
+        controller moves on a controlled shutdown; the rest stays with it until it stops)."""
+        live = self.metadata.brokers
+        me = self.config.broker_id
         for partition in self.replica_manager.partitions.values():
-            if partition.is_leader and len(partition.replicas) > 1:
+            if partition.is_leader and any(replica != me and replica in live for replica in partition.replicas):
                 return False
         return True
 

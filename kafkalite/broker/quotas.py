@@ -62,8 +62,6 @@ if TYPE_CHECKING:
 #: The response header that carries an HTTP answer's throttle time (ms).
 THROTTLE_HEADER = "Throttle-Time-Ms"
 _AGENT_PREFIX = "kafkalite/"
-#: Kafka-protocol APIs outside the request quota (served before a connection is authenticated).
-REQUEST_QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
 T = TypeVar("T")
 
 

@@ -38,7 +38,7 @@ from kafkalite.broker.kafka import access, codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.kafka.sasl_session import PRE_AUTHENTICATION_APIS, SaslSession
-from kafkalite.broker.quotas import REQUEST_QUOTA_EXEMPT_APIS, LoopTimer
+from kafkalite.broker.quotas import LoopTimer
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import KAFKA
 from kafkalite.errors import BrokerResponseError, KafkaliteError, UnsupportedVersionError
@@ -212,7 +212,7 @@ class KafkaConnection(asyncio.Protocol):
         request_class = codec.request_class(api_key, api_version)
         assert request_class is not None  # the registry checks every served version has one
         quotas = self.services.quotas
-        timed = quotas.enabled and api_key not in REQUEST_QUOTA_EXEMPT_APIS
+        timed = quotas.enabled and api_key not in PRE_AUTHENTICATION_APIS  # exempt from the request quota
         decoding = time.perf_counter()
         try:
             header = codec.read_request_header(frame, request_class.__flexible__)

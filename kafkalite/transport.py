@@ -69,8 +69,15 @@ from kafkalite.errors import (
 log = logging.getLogger(__name__)
 
 Piece = bytes | bytearray | memoryview
+#: An answer's body: bytes, or a read-only view of a large answer's own buffer.
+Body = bytes | memoryview
 
 _MAX_HEADER_BYTES = 64 * 1024
+#: The buffer the socket reads into while no large payload is being read (holds a whole
+#: response head of _MAX_HEADER_BYTES and any frame smaller than _DIRECT_PAYLOAD_BYTES).
+_SCRATCH_BYTES = 256 * 1024
+#: A frame payload at least this large that has not fully arrived is read into its own buffer.
+_DIRECT_PAYLOAD_BYTES = 64 * 1024
 _WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _ZERO_MASK = b"\x00\x00\x00\x00"
 _OPCODE_CONTINUATION = 0x0
@@ -94,7 +101,7 @@ def basic_authorization(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
-class PipelinedConnection(asyncio.Protocol):
+class PipelinedConnection(asyncio.BufferedProtocol):
     """One binary channel (a WebSocket on ``/v1/channel``) with pipelined requests.
 
     A request is one binary message: the channel API key (``protocol.CHANNEL_APIS``, uint16)
@@ -106,6 +113,12 @@ class PipelinedConnection(asyncio.Protocol):
     wire unchanged, so request pieces (record batches) are written without a copy. The masking
     rule guards HTTP intermediaries against scripts in browsers; this client talks to brokers
     directly.
+
+    Reading is buffered (:class:`asyncio.BufferedProtocol`): the socket (or the TLS layer's
+    decryption) writes into a scratch buffer where small frames are parsed, and the rest of a
+    payload of ``_DIRECT_PAYLOAD_BYTES`` or more (a fetch answer) is read straight into a
+    buffer of its own, so a large answer is never copied between its arrival and the caller.
+    Such an answer's body is a memoryview of that buffer; small answers' bodies are bytes.
     """
 
     def __init__(self, address: str, request_timeout_ms: int, client_id: str,
@@ -119,17 +132,18 @@ class PipelinedConnection(asyncio.Protocol):
         self._key = base64.b64encode(os.urandom(16))
         self._transport: asyncio.Transport | None = None
         # (answer future, timeout handle, monotonic time the request was written)
-        self._pending: deque[tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle | None, float]] = deque()
+        self._pending: deque[tuple[asyncio.Future[tuple[int, Body]], asyncio.TimerHandle | None, float]] = deque()
         self.last_received = time.monotonic()
-        self._buffer = b""
+        # unparsed bytes at the front of the scratch buffer (see the class docstring)
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._filled = 0
         self._upgraded = False
         self._handshake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # a payload larger than one read: the first byte of its frame, the bytes still due, the
-        # pieces so far, and (for a whole binary message) its status, already taken off
-        self._collect_first = 0
-        self._collect_remaining = 0
-        self._collect_status = -1
-        self._collect_pieces: list[bytes] = []
+        # a large payload read straight into its own buffer: the buffer, the bytes in it so far
+        # and the first byte of its frame
+        self._payload: memoryview | None = None
+        self._payload_filled = 0
+        self._payload_first = 0
         self._fragments: list[bytes] = []
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -159,20 +173,21 @@ class PipelinedConnection(asyncio.Protocol):
             if not waiter.done():
                 waiter.set_result(None)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._payload is not None:
+            return self._payload[self._payload_filled:]
+        return memoryview(self._scratch)[self._filled:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_received = time.monotonic()
         try:
-            if self._collect_remaining:
-                data = self._collect(data)
-                if not data:
-                    return
-            if self._buffer:
-                data = self._buffer + data
-                self._buffer = b""
-            if self._upgraded:
-                self._parse_frames(data)
-            else:
-                self._parse_handshake(data)
+            if self._payload is not None:
+                self._payload_filled += nbytes
+                if self._payload_filled == len(self._payload):
+                    self._finish_payload()
+                return
+            self._filled += nbytes
+            self._parse()
         except KafkaConnectionError as exc:
             self.close(str(exc))
 
@@ -192,10 +207,10 @@ class PipelinedConnection(asyncio.Protocol):
 
     # -- requests -----------------------------------------------------------------------------
     def submit(self, path: str, pieces: Sequence[Piece], *,
-               timeout_ms: int | None = None) -> asyncio.Future[tuple[int, bytes]]:
+               timeout_ms: int | None = None) -> asyncio.Future[tuple[int, Body]]:
         """Write one request now; the future gets (status, body) when its answer arrives."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[int, bytes]] = loop.create_future()
+        future: asyncio.Future[tuple[int, Body]] = loop.create_future()
         transport = self._transport
         if self.closed or transport is None or transport.is_closing() or not self._upgraded:
             future.set_exception(KafkaConnectionError(f"connection to {self.address} is closed"))
@@ -213,7 +228,7 @@ class PipelinedConnection(asyncio.Protocol):
         transport.writelines([_frame_head(_OPCODE_BINARY, length) + _U16.pack(api), *pieces])
         return future
 
-    async def request(self, path: str, pieces: Sequence[Piece], *, timeout_ms: int | None = None) -> bytes:
+    async def request(self, path: str, pieces: Sequence[Piece], *, timeout_ms: int | None = None) -> Body:
         """Submit and wait; a 2xx answer's body, else the named error."""
         status, body = await self.submit(path, pieces, timeout_ms=timeout_ms)
         if 200 <= status < 300:
@@ -265,14 +280,14 @@ class PipelinedConnection(asyncio.Protocol):
             first_error = None
         self.resume_writing()
 
-    def _on_timeout(self, future: asyncio.Future[tuple[int, bytes]], timeout: float) -> None:
+    def _on_timeout(self, future: asyncio.Future[tuple[int, Body]], timeout: float) -> None:
         if not future.done():
             future.set_exception(KafkaTimeoutError(f"request to {self.address} timed out after {timeout:.1f} s"))
             self.close(f"a request to {self.address} timed out after {timeout:.1f} s")
             if self._on_request_timeout is not None:
                 self._on_request_timeout(self.address)
 
-    def _deliver(self, status: int, body: bytes) -> None:
+    def _deliver(self, status: int, body: Body) -> None:
         if not self._pending:
             raise KafkaConnectionError(f"{self.address} sent an answer nobody asked for")
         future, handle, _ = self._pending.popleft()
@@ -281,14 +296,59 @@ class PipelinedConnection(asyncio.Protocol):
         if not future.done():
             future.set_result((status, body))
 
-    def _parse_handshake(self, data: bytes) -> None:
-        end = data.find(b"\r\n\r\n")
-        if end < 0:
-            if len(data) > _MAX_HEADER_BYTES:
-                raise KafkaConnectionError(f"{self.address} sent an oversized response head")
-            self._buffer = data
-            return
-        lines = data[:end].decode("latin-1").split("\r\n")
+    def _parse(self) -> None:
+        """Parse what the scratch buffer holds: the handshake's answer, then whole frames; the
+        start of a large payload moves to a buffer of its own, an incomplete small frame stays
+        at the front of the scratch buffer until the rest arrives."""
+        data, size = self._scratch, self._filled
+        view = memoryview(data)
+        position = 0
+        if not self._upgraded:
+            end = data.find(b"\r\n\r\n", 0, size)
+            if end < 0:
+                if size > _MAX_HEADER_BYTES:
+                    raise KafkaConnectionError(f"{self.address} sent an oversized response head")
+                return
+            self._check_handshake(bytes(view[:end]))
+            position = end + 4
+        while size - position >= 2:
+            first, second = data[position], data[position + 1]
+            if second & 0x80:
+                raise KafkaConnectionError(f"{self.address} sent a masked frame")
+            length = second & 0x7F
+            start = position + 2
+            if length == 126:
+                if size - position < 4:
+                    break
+                length = _U16.unpack_from(data, start)[0]
+                start += 2
+            elif length == 127:
+                if size - position < 10:
+                    break
+                length = _U64.unpack_from(data, start)[0]
+                start += 8
+                if length > _MAX_FRAME_BYTES:
+                    raise KafkaConnectionError(f"{self.address} announced a frame of {length} bytes")
+            end = start + length
+            if end > size:
+                if length >= _DIRECT_PAYLOAD_BYTES:
+                    payload = memoryview(bytearray(length))
+                    payload[:size - start] = view[start:size]
+                    self._payload, self._payload_filled, self._payload_first = payload, size - start, first
+                    position = size
+                break
+            if first == 0x80 | _OPCODE_BINARY and length >= 2 and not self._fragments:
+                self._deliver(_U16.unpack_from(data, start)[0], bytes(view[start + 2:end]))
+            else:
+                self._frame(first, bytes(view[start:end]))
+            position = end
+        rest = size - position
+        if rest and position:
+            data[:rest] = data[position:size]
+        self._filled = rest
+
+    def _check_handshake(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
         if len(parts) >= 2 and parts[1] == "401":  # a SASL listener refused the credentials: not worth a retry
             failure = SaslAuthenticationFailedError(f"{self.address} refused the binary channel's credentials "
@@ -310,71 +370,17 @@ class PipelinedConnection(asyncio.Protocol):
         self._upgraded = True
         if not self._handshake.done():
             self._handshake.set_result(None)
-        rest = data[end + 4:]
-        if rest:
-            self._parse_frames(rest)
 
-    def _parse_frames(self, data: bytes) -> None:
-        position = 0
-        size = len(data)
-        while size - position >= 2:
-            first, second = data[position], data[position + 1]
-            if second & 0x80:
-                raise KafkaConnectionError(f"{self.address} sent a masked frame")
-            length = second & 0x7F
-            start = position + 2
-            if length == 126:
-                if size - position < 4:
-                    break
-                length = _U16.unpack_from(data, start)[0]
-                start += 2
-            elif length == 127:
-                if size - position < 10:
-                    break
-                length = _U64.unpack_from(data, start)[0]
-                start += 8
-                if length > _MAX_FRAME_BYTES:
-                    raise KafkaConnectionError(f"{self.address} announced a frame of {length} bytes")
-            end = start + length
-            if end > size:
-                self._begin_collect(first, length, data, start)
-                return
-            if first == 0x80 | _OPCODE_BINARY and length >= 2 and not self._fragments:
-                self._deliver(_U16.unpack_from(data, start)[0], data[start + 2:end])
-            else:
-                self._frame(first, data[start:end])
-            position = end
-        if position < size:
-            self._buffer = data[position:]
-
-    def _begin_collect(self, first: int, length: int, data: bytes, start: int) -> None:
-        """A frame longer than what arrived: gather its payload across reads, joined once."""
-        self._collect_first = first
-        available = len(data) - start
-        if first == 0x80 | _OPCODE_BINARY and available >= 2 and not self._fragments:
-            self._collect_status = _U16.unpack_from(data, start)[0]
-            self._collect_pieces = [data[start + 2:]]
+    def _finish_payload(self) -> None:
+        """The large payload being read is complete: deliver it (a whole binary message's body
+        without a copy) and go back to the scratch buffer."""
+        payload, first = self._payload, self._payload_first
+        assert payload is not None
+        self._payload, self._payload_filled = None, 0
+        if first == 0x80 | _OPCODE_BINARY and not self._fragments:
+            self._deliver(_U16.unpack_from(payload)[0], payload[2:])
         else:
-            self._collect_status = -1
-            self._collect_pieces = [data[start:]]
-        self._collect_remaining = length - available
-
-    def _collect(self, data: bytes) -> bytes:
-        """Take the current payload's bytes off ``data``; returns what is left after it."""
-        due = self._collect_remaining
-        if len(data) < due:
-            self._collect_pieces.append(data)
-            self._collect_remaining = due - len(data)
-            return b""
-        self._collect_pieces.append(data[:due] if len(data) > due else data)
-        self._collect_remaining = 0
-        payload = b"".join(self._collect_pieces)
-        self._collect_pieces = []
-        if self._collect_status >= 0:
-            self._deliver(self._collect_status, payload)
-        else:
-            self._frame(self._collect_first, payload)
-        return data[due:] if len(data) > due else b""
+            self._frame(first, payload.tobytes())
 
     def _frame(self, first: int, payload: bytes) -> None:
         """Every frame but a whole binary message: fragments, control frames, text."""
@@ -605,12 +611,6 @@ class AsyncTransport:
         await connection.wait_ready(self.connect_timeout_ms / 1000)
         return connection
 
-    async def send_binary(self, address: str, path: str, pieces: Sequence[Piece], *, channel: str = "default",
-                          timeout_ms: int | None = None) -> bytes:
-        """One binary request on the pipelined connection of (address, channel)."""
-        connection = await self.connection(address, channel)
-        return await connection.request(path, pieces, timeout_ms=timeout_ms)
-
     # -- pooled JSON requests -----------------------------------------------------------------
     async def request(self, address: str, method: str, path: str, *, body: bytes | list[Any] | None = None,
                       json_body: Any = None, params: dict[str, str] | None = None,
@@ -663,14 +663,16 @@ class AsyncTransport:
             raise KafkaConnectionError(f"{address}{path} answered with malformed JSON") from exc
 
 
-def check_answer(status: int, body: bytes) -> bytes:
+def check_answer(status: int, body: Body) -> Body:
     """The body of a 2xx answer; the named error of any other (for :meth:`PipelinedConnection.submit`)."""
     if 200 <= status < 300:
         return body
     raise _error_from(status, body)
 
 
-def _error_from(status: int, payload: bytes) -> BrokerResponseError:
+def _error_from(status: int, payload: Body) -> BrokerResponseError:
+    if isinstance(payload, memoryview):
+        payload = payload.tobytes()
     try:
         body = json.loads(payload)
         if isinstance(body, dict) and ("error_code" in body or "error" in body):

@@ -61,7 +61,7 @@ from kafkalite.errors import (
     OutOfOrderSequenceNumberError,
     UnknownServerError,
 )
-from kafkalite.transport import AsyncTransport, check_answer
+from kafkalite.transport import AsyncTransport, Body, check_answer
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ class Sender:
         return protocol.encode_produce_request(request)
 
     async def _await_answer(self, node: int, address: str, batches: list[ProducerBatch],
-                            future: asyncio.Future[tuple[int, bytes]], started: float) -> None:
+                            future: asyncio.Future[tuple[int, Body]], started: float) -> None:
         try:
             try:
                 status, body = await future

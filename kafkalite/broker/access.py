@@ -3,12 +3,16 @@ front ends.
 
 The Kafka front end (:mod:`kafkalite.broker.kafka.access`) authorizes each request before its
 handler, only when ``BrokerServices.authorizer`` is set (so a broker without
-``authorizer.class.name`` pays one attribute test per request). A denied resource fails the
-request with its AUTHORIZATION_FAILED error (the connection answers it on every item, as Kafka
-answers a request whose every resource is denied); Metadata, ListGroups and ListTransactions are
-filtered instead, as Kafka filters them (topics one may not Describe are left out of a full
-listing, answered TOPIC_AUTHORIZATION_FAILED when named, and auto-created only with Create on the
-Cluster or the topic).
+``authorizer.class.name`` pays one attribute test per request). What a request needs as a whole
+(its group, its transactional id, the cluster) fails the request with its AUTHORIZATION_FAILED
+error when denied (the connection answers it on every item); the resources a request names item
+by item (topics, config resources, groups, transactional ids, coordinator keys) are split as
+Kafka splits them: the denied items carry their AUTHORIZATION_FAILED code and the others are
+served (AddPartitionsToTxn serves none then: the others are OPERATION_NOT_ATTEMPTED). Metadata,
+ListGroups, ListTransactions and an OffsetFetch of every committed offset are filtered instead,
+as Kafka filters them (topics one may not Describe are left out of a full listing, answered
+TOPIC_AUTHORIZATION_FAILED when named, and auto-created only with Create on the Cluster or the
+topic).
 
 The HTTP front end calls :func:`check_http` from a middleware installed only with an authorizer:
 it reads the route's body (aiohttp keeps it for the handler) and asks the same questions.
@@ -23,8 +27,8 @@ CreatePartitions: Topic Alter; DescribeConfigs / AlterConfigs / IncrementalAlter
 DescribeConfigs / AlterConfigs on the Topic or the Cluster (broker resources); ElectLeaders,
 partition reassignments: Cluster Alter (listing them: Cluster Describe); InitProducerId:
 TransactionalId Write, or without one Cluster IdempotentWrite or Write on some topic;
-AddPartitionsToTxn: TransactionalId Write + Topic Write; AddOffsetsToTxn, TxnOffsetCommit:
-TransactionalId Write + Group Read; EndTxn: TransactionalId Write; DescribeTransactions:
+AddPartitionsToTxn: TransactionalId Write + Topic Write; AddOffsetsToTxn: TransactionalId Write + Group Read;
+TxnOffsetCommit: TransactionalId Write + Group Read + Topic Read; EndTxn: TransactionalId Write; DescribeTransactions:
 TransactionalId Describe; DescribeProducers: Topic Read; WriteTxnMarkers, controlled shutdown:
 Cluster ClusterAction; CreateAcls / DeleteAcls: Cluster Alter; DescribeAcls: Cluster Describe.
 
@@ -161,6 +165,12 @@ def _txn_group(body: dict[str, Any]) -> list[Need]:
     return [(READ, GROUP, protocol.require(body, "group_id", str))]
 
 
+def _txn_offsets(body: dict[str, Any]) -> list[Need]:
+    """TxnOffsetCommit: Read on the group and on every topic whose offsets it commits."""
+    return [*_txn_group(body), *topics_need(READ, {protocol.require(topic, "name", str)
+                                                   for topic in protocol.require_objects(body, "topics")})]
+
+
 def _http_init_producer_id(caller: Caller, body: bytes, path: Mapping[str, str]) -> list[Need]:
     transactional_id = protocol.require(_json(body), "transactional_id", str, None) if body.strip() else None
     failed = caller.may_init_producer_id(transactional_id)
@@ -218,7 +228,7 @@ HTTP_NEEDS: dict[str, HttpNeeds] = {
     protocol.ADD_PARTITIONS_TO_TXN: _http_txn(_txn_topics),
     protocol.ADD_OFFSETS_TO_TXN: _http_txn(_txn_group),
     protocol.END_TXN: _http_txn(),
-    protocol.TXN_OFFSET_COMMIT: _http_txn(_txn_group),
+    protocol.TXN_OFFSET_COMMIT: _http_txn(_txn_offsets),
     acl_http.CREATE_ACLS: _cluster(ALTER),
     acl_http.DELETE_ACLS: _cluster(ALTER),
     acl_http.DESCRIBE_ACLS: _cluster(DESCRIBE),

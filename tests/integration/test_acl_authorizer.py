@@ -306,6 +306,14 @@ def _add_partitions(transactional_id_topic: str) -> tuple[int, int, dict[str, An
                    "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": topic, "partitions": [0]}]}
 
 
+def _txn_offset_commit(transactional_id_group_topic: str) -> tuple[int, int, dict[str, Any]]:
+    transactional_id, group, topic = transactional_id_group_topic.split("/")
+    return 28, 3, {"transactional_id": transactional_id, "group_id": group, "producer_id": 1, "producer_epoch": 0,
+                   "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                       {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+
 def _describe_transactions(transactional_id: str) -> tuple[int, int, dict[str, Any]]:
     return 65, 0, {"transactional_ids": [transactional_id]}
 
@@ -327,6 +335,7 @@ KAFKA_REQUESTS: dict[str, Callable[[str], tuple[int, int, dict[str, Any]]]] = {
     "Heartbeat": _heartbeat, "JoinGroup": _join, "OffsetCommit": _offset_commit, "OffsetFetch": _offset_fetch,
     "DescribeGroups": _describe_group, "DeleteGroups": _delete_group, "FindCoordinator": _find_coordinator,
     "InitProducerId": _init_producer_id, "EndTxn": _end_txn, "AddPartitionsToTxn": _add_partitions,
+    "TxnOffsetCommit": _txn_offset_commit,
     "DescribeTransactions": _describe_transactions, "DescribeAcls": _describe_acls,
     "ElectLeaders": _elect_leaders,
 }
@@ -364,6 +373,11 @@ def _http_request(operation: str, resource: str) -> tuple[str, str, Any]:
         return "POST", "/v1/init_producer_id", {"transactional_id": resource} if resource else {}
     if operation == "DescribeTransactions":
         return "POST", "/v1/txn/describe", {"transactional_ids": [resource]}
+    if operation == "TxnOffsetCommit":
+        transactional_id, group, topic = resource.split("/")
+        return "POST", "/v1/txn/offset_commit", {
+            "transactional_id": transactional_id, "producer_id": 1, "producer_epoch": 0, "group_id": group,
+            "topics": [{"name": topic, "partitions": [{"partition": 0, "offset": 1}]}]}
     if operation == "ListPartitionReassignments":
         return "POST", "/v1/admin/list_partition_reassignments", {}
     raise AssertionError(f"no HTTP route for {operation}")
@@ -425,6 +439,8 @@ TABLE: list[Case] = [
     Case(ANON, "EndTxn", "tx-no", "kafka", TXN_DENIED),
     Case(ANON, "AddPartitionsToTxn", "tx-ok/acl-ro", "kafka", TOPIC_DENIED),
     Case(ANON, "AddPartitionsToTxn", "tx-no/acl-rw", "kafka", TXN_DENIED),
+    *_both("TxnOffsetCommit", "tx-ok/g-ok/acl-wo", TOPIC_DENIED),  # Read on the committed topics
+    *_both("TxnOffsetCommit", "tx-ok/g-ok/acl-rw", OK), *_both("TxnOffsetCommit", "tx-ok/g-no/acl-rw", GROUP_DENIED),
     *_both("DescribeTransactions", "tx-no", TXN_DENIED),
     Case(ANON, "DescribeAcls", "kafka-cluster", "kafka", OK),
     Case(ANON, "ElectLeaders", "acl-rw", "kafka", OK),
@@ -667,3 +683,83 @@ def test_only_a_caller_allowed_cluster_action_may_ask_on_another_principals_beha
         http(sasl_address(cluster, 1), "GET", path, headers={**_basic("alice", PASSWORDS["alice"]),
                                                              "Kafkalite-Forwarded-Principal": ADMIN})
     assert impersonating.value.status == 403 and impersonating.value.body["error"] == CLUSTER_DENIED
+
+
+# --- requests naming several resources: split item by item -----------------------------------------
+
+def _by_name(items: Any, name_field: str = "name") -> dict[str, set[int]]:
+    """Each item's name and the error codes anywhere in it (0 when none)."""
+    return {str(getattr(item, name_field)): error_codes(item) or {0} for item in items}
+
+
+def _group_coordinator(address: str, group: str, user: str | None = None) -> str:
+    answer = kafka_call(address, 10, 2, {"key": group, "key_type": 0}, user)
+    assert answer.error_code == 0, answer
+    return f"{answer.host}:{answer.port}"
+
+
+def test_requests_naming_allowed_and_denied_resources_are_answered_item_by_item(cluster: BrokerCluster) -> None:
+    """As Kafka's authorizer: the items one may not use carry their AUTHORIZATION_FAILED code and
+    the others are served in the same request (AddPartitionsToTxn serves none of them then)."""
+    address = cluster.brokers[1].address
+    leader = cluster.partitions("acl-rw", 1)[0]["leader"]
+    listed = kafka_call(cluster.brokers[leader].address, 2, 5, {"replica_id": -1, "topics": [
+        {"name": name, "partitions": [{"partition_index": 0, "timestamp": -1}]} for name in ("acl-rw", "secret")]})
+    assert _by_name(listed.topics) == {"acl-rw": {0}, "secret": {29}}
+
+    configs = kafka_call(address, 32, 1, {"resources": [
+        {"resource_type": 2, "resource_name": name, "configuration_keys": None} for name in ("acl-cfg", "secret")]
+        + [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}]})
+    assert _by_name(configs.results, "resource_name") == {"acl-cfg": {0}, "secret": {29}, "1": {31}}
+    assert any(entry.name == "retention.ms" for result in configs.results if result.resource_name == "acl-cfg"
+               for entry in result.configs)
+
+    created = kafka_call(address, 19, 5, {"topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1} for name in ("acl-split-new", "other-split")],
+        "timeout": 10_000, "validate_only": True})
+    assert _by_name(created.topics) == {"acl-split-new": {0}, "other-split": {29}}
+
+    groups = kafka_call(_group_coordinator(address, "g-desc"), 15, 4, {"groups": ["g-desc", "g-none"]})
+    assert _by_name(groups.groups, "group_id") == {"g-desc": {0}, "g-none": {30}}
+
+    coordinators = kafka_call(address, 10, 4, {"key_type": 0, "coordinator_keys": ["g-ok", "g-none"]})
+    assert _by_name(coordinators.coordinators, "key") == {"g-ok": {0}, "g-none": {30}}
+
+    # OffsetCommit: the allowed topic's offset is committed, the denied one's is not
+    coordinator = _group_coordinator(address, "g-ok")
+    committed = kafka_call(coordinator, 8, 7, {
+        "group_id": "g-ok", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 7}]}
+            for name in ("acl-rw", "acl-wo")]})
+    assert _by_name(committed.topics) == {"acl-rw": {0}, "acl-wo": {29}}
+    fetched = kafka_call(coordinator, 9, 6, {"group_id": "g-ok", "topics": [
+        {"name": name, "partition_indexes": [0]} for name in ("acl-rw", "secret")]})
+    assert _by_name(fetched.topics) == {"acl-rw": {0}, "secret": {29}}
+    assert [partition.committed_offset for topic in fetched.topics if topic.name == "acl-rw"
+            for partition in topic.partitions] == [7]
+
+    # an OffsetFetch of every committed offset lists only the topics one may Describe
+    admin_coordinator = _group_coordinator(sasl_address(cluster, 1), "g-ok", "admin")
+    assert kafka_call(admin_coordinator, 8, 7, {
+        "group_id": "g-ok", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+            {"name": "secret", "partitions": [{"partition_index": 0, "committed_offset": 3}]}]}, "admin"
+    ).topics[0].partitions[0].error_code == 0
+    everything = kafka_call(coordinator, 9, 6, {"group_id": "g-ok", "topics": None})
+    assert {topic.name for topic in everything.topics} == {"acl-rw"}
+    as_admin = kafka_call(admin_coordinator, 9, 6, {"group_id": "g-ok", "topics": None}, "admin")
+    assert {topic.name for topic in as_admin.topics} == {"acl-rw", "secret"}
+
+    # AddPartitionsToTxn: one denied topic, and nothing is added
+    added = kafka_call(address, 24, 1, {
+        "v3_and_below_transactional_id": "tx-ok", "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": name, "partitions": [0]} for name in ("acl-rw", "acl-ro")]})
+    assert _by_name(added.results_by_topic_v3_and_below) == {"acl-rw": {55}, "acl-ro": {29}}
+
+    # TxnOffsetCommit needs Read on the topics whose offsets it commits
+    transactional = kafka_call(coordinator, 28, 3, {
+        "transactional_id": "tx-ok", "group_id": "g-ok", "producer_id": 1, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                                           "committed_metadata": ""}]} for name in ("acl-rw", "acl-wo")]})
+    codes = _by_name(transactional.topics)
+    assert codes["acl-wo"] == {29} and not codes["acl-rw"] & set(AUTHORIZATION_ERRORS), codes

@@ -31,9 +31,10 @@ from kafkalite.broker.access import (
     Need,
     topics_need,
 )
-from kafkalite.broker.authorizer import Authorizer
+from kafkalite.broker.authorizer import Authorizer, denied_error
+from kafkalite.broker.kafka import codec
 from kafkalite.broker.kafka.context import NO_RESPONSE, Handler, KafkaAnswer, KafkaRequestContext
-from kafkalite.errors import BrokerResponseError
+from kafkalite.errors import BrokerResponseError, OperationNotAttemptedError
 from kafkalite.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 #: Kafka's config resource types (DescribeConfigs/AlterConfigs): 2 topic, 4 broker, 8 broker logger.
@@ -69,8 +70,25 @@ def _offset_fetch(caller: Caller, request: Any) -> Iterator[Need]:
             yield DESCRIBE, GROUP, group.group_id
             yield from topics_need(DESCRIBE, (topic.name for topic in group.topics or ()))
         return
-    yield DESCRIBE, GROUP, request.group_id
-    yield from topics_need(DESCRIBE, (topic.name for topic in request.topics or ()))
+    yield DESCRIBE, GROUP, request.group_id  # the named topics are split item by item (ITEM_SPLITS)
+
+
+def _describable_offsets(caller: Caller) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """An OffsetFetch answer without the topics the caller may not Describe (a fetch of every
+    committed offset lists only those, as Kafka's)."""
+    def visible(topics: Iterable[Any]) -> list[Any]:
+        return [topic for topic in topics if caller.allowed(DESCRIBE, TOPIC, _name_of(topic))]
+
+    def filtered(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+        if "groups" in answer:
+            return {**answer, "groups": [{**group, "topics": visible(group.get("topics", ()))}
+                                         for group in answer["groups"]]}
+        return {**answer, "topics": visible(answer.get("topics", ()))}
+    return filtered
+
+
+def _name_of(item: Any) -> str:
+    return str(item["name"] if isinstance(item, Mapping) else item.name)
 
 
 def _find_coordinator(caller: Caller, request: Any) -> Iterator[Need]:
@@ -100,28 +118,18 @@ def _add_partitions_to_txn(caller: Caller, request: Any) -> Iterator[Need]:
 
 NeedsOf = Callable[[Caller, Any], Iterable[Need]]
 
-#: What each Kafka API needs, by API key (APIs not listed need nothing: ApiVersions, Metadata
-#: and ListGroups filter instead, DescribeCluster and the SASL handshake are open to all).
+#: What each Kafka API needs as a whole, by API key (APIs not listed need nothing: ApiVersions,
+#: Metadata and ListGroups filter instead, DescribeCluster and the SASL handshake are open to all;
+#: the resources an API names item by item are in ITEM_SPLITS).
 KAFKA_NEEDS: dict[int, NeedsOf] = {
-    2: lambda caller, request: topics_need(DESCRIBE, (topic.name for topic in request.topics)),
-    8: lambda caller, request: [(READ, GROUP, request.group_id),
-                                *topics_need(READ, (topic.name for topic in request.topics))],
+    8: lambda caller, request: [(READ, GROUP, request.group_id)],
     9: _offset_fetch,
-    10: _find_coordinator,
     11: lambda caller, request: [(READ, GROUP, request.group_id)],
     12: lambda caller, request: [(READ, GROUP, request.group_id)],
     13: lambda caller, request: [(READ, GROUP, request.group_id)],
     14: lambda caller, request: [(READ, GROUP, request.group_id)],
-    15: lambda caller, request: ((DESCRIBE, GROUP, group) for group in request.groups),
-    19: _create_topics,
-    20: lambda caller, request: topics_need(DELETE, [
-        name for name in (topic.name or caller.topic_name_of(topic.topic_id)
-                          for topic in getattr(request, "topics", None) or ()) if name] or list(
-        getattr(request, "topic_names", ()))),
-    21: lambda caller, request: topics_need(DELETE, (topic.name for topic in request.topics)),
     22: _init_producer_id,
-    23: lambda caller, request: topics_need(DESCRIBE, (topic.topic for topic in request.topics)),
-    24: _add_partitions_to_txn,
+    24: lambda caller, request: [(WRITE, TXN, request.v3_and_below_transactional_id)],
     25: _txn(READ, GROUP, "group_id"),
     26: _txn(READ, GROUP, ""),
     27: lambda caller, request: [(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],
@@ -129,31 +137,95 @@ KAFKA_NEEDS: dict[int, NeedsOf] = {
     29: lambda caller, request: [(DESCRIBE, CLUSTER, CLUSTER_NAME)],
     30: lambda caller, request: [(ALTER, CLUSTER, CLUSTER_NAME)],
     31: lambda caller, request: [(ALTER, CLUSTER, CLUSTER_NAME)],
-    32: lambda caller, request: _config_needs(request.resources, DESCRIBE_CONFIGS),
-    33: lambda caller, request: _config_needs(request.resources, ALTER_CONFIGS),
-    37: lambda caller, request: topics_need(ALTER, (topic.name for topic in request.topics)),
-    42: lambda caller, request: ((DELETE, GROUP, group) for group in request.groups_names),
     43: lambda caller, request: [(ALTER, CLUSTER, CLUSTER_NAME)],
-    44: lambda caller, request: _config_needs(request.resources, ALTER_CONFIGS),
     48: lambda caller, request: [(DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME)],  # DescribeClientQuotas
     49: lambda caller, request: [(ALTER_CONFIGS, CLUSTER, CLUSTER_NAME)],  # AlterClientQuotas
     50: lambda caller, request: [(DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeUserScramCredentials
     51: lambda caller, request: [(ALTER, CLUSTER, CLUSTER_NAME)],  # AlterUserScramCredentials
-    47: lambda caller, request: [(DELETE, GROUP, request.group_id),
-                                 *topics_need(READ, (topic.name for topic in request.topics))],
-    61: lambda caller, request: topics_need(READ, (topic.name for topic in request.topics)),
-    65: lambda caller, request: ((DESCRIBE, TXN, name) for name in request.transactional_ids),
+    47: lambda caller, request: [(DELETE, GROUP, request.group_id)],
 }
 
-METADATA_KEY, LIST_GROUPS_KEY, LIST_TRANSACTIONS_KEY = 3, 16, 66
+
+@dataclass(frozen=True)
+class ItemSplit:
+    """An API whose request names resources item by item, answered as Kafka answers it: the
+    items the caller may not use carry their AUTHORIZATION_FAILED code, the others are served.
+
+    ``request_field`` holds the items; ``needs`` says what one item needs; ``answer_field`` is
+    the answer's list of per-item results. With ``all_or_nothing`` (AddPartitionsToTxn) nothing
+    is served when an item is denied: the allowed items are answered OPERATION_NOT_ATTEMPTED."""
+
+    request_field: str
+    needs: Callable[[Caller, Any], Iterable[Need]]
+    answer_field: str
+    all_or_nothing: bool = False
+
+
+def _topic_named(operation: Operation, attribute: str = "name") -> Callable[[Caller, Any], Iterable[Need]]:
+    return lambda caller, item: [(operation, TOPIC, getattr(item, attribute))]
+
+
+def _config_resource(operation: Operation) -> Callable[[Caller, Any], Iterable[Need]]:
+    return lambda caller, item: _config_needs([item], operation)
+
+
+def _new_topic(caller: Caller, item: Any) -> Iterable[Need]:
+    return [] if caller.may_create_topic(item.name) else [(CREATE, TOPIC, item.name)]
+
+
+def _deleted_topic(caller: Caller, item: Any) -> Iterable[Need]:
+    name = item if isinstance(item, str) else (item.name or caller.topic_name_of(item.topic_id))
+    return [(DELETE, TOPIC, name)] if name else []  # an unknown topic id is answered by the handler
+
+
+def _coordinator_key(request: Any) -> Callable[[Caller, Any], Iterable[Need]]:
+    resource_type = TXN if int(getattr(request, "key_type", 0)) == 1 else GROUP
+    return lambda caller, key: [(DESCRIBE, resource_type, key)]
+
+
+#: The APIs answered item by item, by API key (with the version ranges whose item field differs).
+ITEM_SPLITS: dict[int, Callable[[Any], ItemSplit | None]] = {
+    2: lambda request: ItemSplit("topics", _topic_named(DESCRIBE), "topics"),  # ListOffsets
+    8: lambda request: ItemSplit("topics", _topic_named(READ), "topics"),  # OffsetCommit
+    9: lambda request: ItemSplit("topics", _topic_named(DESCRIBE), "topics")  # OffsetFetch (one group)
+    if getattr(request, "topics", None) else None,
+    19: lambda request: ItemSplit("topics", _new_topic, "topics"),  # CreateTopics
+    20: lambda request: ItemSplit("topics", _deleted_topic, "responses")  # DeleteTopics v6+ / v0-5
+    if getattr(request, "topics", None) else ItemSplit("topic_names", _deleted_topic, "responses"),
+    21: lambda request: ItemSplit("topics", _topic_named(DELETE), "topics"),  # DeleteRecords
+    23: lambda request: ItemSplit("topics", _topic_named(DESCRIBE, "topic"), "topics"),  # OffsetForLeaderEpoch
+    24: lambda request: ItemSplit("v3_and_below_topics", _topic_named(WRITE), "results_by_topic_v3_and_below",
+                                  all_or_nothing=True),  # AddPartitionsToTxn
+    28: lambda request: ItemSplit("topics", _topic_named(READ), "topics"),  # TxnOffsetCommit
+    15: lambda request: ItemSplit("groups", lambda caller, group: [(DESCRIBE, GROUP, group)], "groups"),
+    32: lambda request: ItemSplit("resources", _config_resource(DESCRIBE_CONFIGS), "results"),
+    33: lambda request: ItemSplit("resources", _config_resource(ALTER_CONFIGS), "responses"),
+    37: lambda request: ItemSplit("topics", _topic_named(ALTER), "results"),  # CreatePartitions
+    42: lambda request: ItemSplit("groups_names", lambda caller, group: [(DELETE, GROUP, group)], "results"),
+    44: lambda request: ItemSplit("resources", _config_resource(ALTER_CONFIGS), "responses"),
+    47: lambda request: ItemSplit("topics", _topic_named(READ), "topics"),  # OffsetDelete
+    61: lambda request: ItemSplit("topics", _topic_named(READ), "topics"),  # DescribeProducers
+    65: lambda request: ItemSplit("transactional_ids", lambda caller, name: [(DESCRIBE, TXN, name)],
+                                  "transaction_states"),
+    10: lambda request: ItemSplit("coordinator_keys", _coordinator_key(request), "coordinators")
+    if getattr(request, "coordinator_keys", None) else None,  # FindCoordinator v4+ (batched)
+}
+
+#: FindCoordinator before v4 names one key as a whole.
+_SINGLE_KEY_NEEDS: NeedsOf = _find_coordinator
+
+METADATA_KEY, OFFSET_FETCH_KEY, LIST_GROUPS_KEY, LIST_TRANSACTIONS_KEY = 3, 9, 16, 66
 
 
 def check_kafka(caller: Caller, api_key: int, request: Any) -> KafkaAccess:
-    """Authorize one Kafka-protocol request other than Produce and Fetch (see the module docstring)."""
+    """Authorize what one Kafka-protocol request other than Produce and Fetch needs as a whole
+    (see the module docstring); the items of an API in ITEM_SPLITS are :func:`split_items`'s."""
     needs = KAFKA_NEEDS.get(api_key)
+    if api_key == FIND_COORDINATOR_KEY and not getattr(request, "coordinator_keys", None):
+        needs = _SINGLE_KEY_NEEDS
     if needs is not None:
         caller.require(needs(caller, request))
-        return KafkaAccess(request)
+        return KafkaAccess(request, _describable_offsets(caller) if api_key == OFFSET_FETCH_KEY else None)
     if api_key == METADATA_KEY:
         return _metadata(caller, request)
     if api_key == LIST_GROUPS_KEY:
@@ -185,13 +257,67 @@ async def serve_kafka(authorizer: Authorizer, handle: Handler, context: KafkaReq
         if denied is None:
             raise  # the connection answers the code on every item of the request
         return denied(request, exc.errno, str(exc))
+    make_split = ITEM_SPLITS.get(context.api_key)
+    split = make_split(request) if make_split is not None else None
+    if split is not None:
+        return await _serve_split(caller, handle, context, access, split)
     answer = await handle(context, access.request)
     if access.filter_answer is None or answer is NO_RESPONSE:
         return answer
     return access.filter_answer(answer)
 
 
-PRODUCE_KEY, FETCH_KEY = 0, 1
+PRODUCE_KEY, FETCH_KEY, FIND_COORDINATOR_KEY = 0, 1, 10
+
+
+def _first_denied(caller: Caller, needs: Iterable[Need]) -> BrokerResponseError | None:
+    for need in needs:
+        if not caller.allowed(*need):
+            return denied_error(*need)
+    return None
+
+
+async def _serve_split(caller: Caller, handle: Handler, context: KafkaRequestContext, access: KafkaAccess,
+                       split: ItemSplit) -> KafkaAnswer:
+    """Serve the items the caller may use and answer the others with their AUTHORIZATION_FAILED
+    code (Kafka's ``filterByAuthorized``), in the order: served items first, then denied ones."""
+    request = access.request
+    allowed: list[Any] = []
+    denied: list[tuple[Any, BrokerResponseError]] = []
+    for item in getattr(request, split.request_field):
+        error = _first_denied(caller, split.needs(caller, item))
+        if error is None:
+            allowed.append(item)
+        else:
+            denied.append((item, error))
+    if not denied:
+        answer = await handle(context, request)
+        return answer if access.filter_answer is None or answer is NO_RESPONSE else access.filter_answer(answer)
+    entries = [_item_answer(context, request, split, item, error.errno, str(error)) for item, error in denied]
+    if split.all_or_nothing:
+        not_attempted = OperationNotAttemptedError("another item of the request was not authorized")
+        entries += [_item_answer(context, request, split, item, not_attempted.errno, str(not_attempted))
+                    for item in allowed]
+        allowed = []
+    if allowed:
+        answer = await handle(context, dataclasses.replace(request, **{split.request_field: tuple(allowed)}))
+        if access.filter_answer is not None and answer is not NO_RESPONSE:
+            answer = access.filter_answer(answer)
+    else:  # nothing to serve: the answer's other fields as for an empty request
+        answer = codec.error_answer(context.api_key, context.api_version,
+                                    dataclasses.replace(request, **{split.request_field: ()}), 0, None)
+    return {**answer, split.answer_field: [*answer.get(split.answer_field, ()), *entries]}
+
+
+def _item_answer(context: KafkaRequestContext, request: Any, split: ItemSplit, item: Any, code: int,
+                 message: str) -> Any:
+    """The answer's entry for one item carrying ``code`` (the connection's error answer of a
+    request naming only that item)."""
+    alone = dataclasses.replace(request, **{split.request_field: (item,)})
+    denied = DENIED_ANSWERS.get(context.api_key)
+    answer = denied(alone, code, message) if denied is not None else \
+        codec.error_answer(context.api_key, context.api_version, alone, code, message)
+    return answer[split.answer_field][0]
 
 
 def _topic_name(context: KafkaRequestContext, topic_id: Any) -> str | None:
@@ -252,7 +378,22 @@ DeniedAnswer = Callable[[Any, int, str], KafkaAnswer]
 
 #: The denial answers of APIs whose items are plain names, which the generic error answer cannot
 #: mirror onto the response's items.
+def _denied_offset_topics(topics: Any, code: int) -> list[dict[str, Any]]:
+    return [{"name": topic.name, "partitions": [
+        {"partition_index": number, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+         "error_code": code} for number in topic.partition_indexes]} for topic in topics or ()]
+
+
 DENIED_ANSWERS: dict[int, DeniedAnswer] = {
+    9: lambda request, code, message: {  # OffsetFetch: one group (v0-v7) or several (v8+)
+        "groups": [{"group_id": group.group_id, "error_code": code,
+                    "topics": _denied_offset_topics(group.topics, code)} for group in request.groups]}
+    if getattr(request, "groups", None) is not None else
+    {"error_code": code, "topics": _denied_offset_topics(request.topics, code)},
+    10: lambda request, code, message: {  # FindCoordinator: one key (v0-v3) or a batch (v4+)
+        "error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1,
+        "coordinators": [{"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                          "error_message": message} for key in getattr(request, "coordinator_keys", None) or ()]},
     15: lambda request, code, message: {"groups": [
         {"group_id": group, "error_code": code, "members": []} for group in request.groups]},
     20: lambda request, code, message: {"responses": [

@@ -301,7 +301,8 @@ def build_response(api_key: int, api_version: int, answer: Mapping[str, Any]) ->
 _MIRRORED = {"name": ("name", "topic"), "topic": ("topic", "name"), "topic_id": ("topic_id",),
              "partition_index": ("partition_index", "partition", "index"),
              "partition": ("partition", "partition_index", "index"),
-             "index": ("index", "partition_index", "partition")}
+             "index": ("index", "partition_index", "partition"),
+             "resource_type": ("resource_type",), "resource_name": ("resource_name",)}
 
 
 def _carries_error_code(cls: type[Any]) -> bool:

@@ -37,6 +37,7 @@ Concurrency: pure functions over one request, run on the event loop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from aiohttp import web
 from kafkalite import protocol
 from kafkalite.broker import acl_http, http_codec
 from kafkalite.broker.authorizer import Authorizer, denied_error
-from kafkalite.errors import InvalidRequestError
+from kafkalite.errors import InvalidRequestError, OperationNotAttemptedError
 from kafkalite.security.acl import CLUSTER_NAME, Operation, ResourceType
 from kafkalite.security.principal import FORWARDED_PRINCIPAL_HEADER, KafkaPrincipal, served_principal
 
@@ -115,36 +116,16 @@ def _json(body: bytes) -> dict[str, Any]:
     return protocol.parse_json(body, protocol.MAX_JSON_BODY_BYTES)
 
 
-def _http_configs(operation: Operation) -> HttpNeeds:
-    def needs(caller: Caller, body: bytes, path: Mapping[str, str]) -> Iterator[Need]:
-        for resource in http_codec.decode_config_resources(_json(body)):
-            if resource.type.lower() == "topic":
-                yield operation, TOPIC, resource.name
-            else:
-                yield operation, CLUSTER, CLUSTER_NAME
-    return needs
-
-
-def _http_create_topics(caller: Caller, body: bytes, path: Mapping[str, str]) -> Iterator[Need]:
-    for topic in http_codec.decode_new_topics(_json(body)):
-        if not caller.may_create_topic(topic.name):
-            yield CREATE, TOPIC, topic.name
-
-
 def _http_group(operation: Operation, decode: Callable[[dict[str, Any]], Any]) -> HttpNeeds:
     return lambda caller, body, path: [(operation, GROUP, decode(_json(body)).group_id)]
 
 
 def _http_offset_commit(caller: Caller, body: bytes, path: Mapping[str, str]) -> Iterator[Need]:
-    request = http_codec.decode_offset_commit(_json(body))
-    yield READ, GROUP, request.group_id
-    yield from topics_need(READ, {partition.topic for partition in request.partitions})
+    yield READ, GROUP, http_codec.decode_offset_commit(_json(body)).group_id  # its topics: HTTP_SPLITS
 
 
 def _http_offset_fetch(caller: Caller, body: bytes, path: Mapping[str, str]) -> Iterator[Need]:
-    request = http_codec.decode_offset_fetch(_json(body))
-    yield DESCRIBE, GROUP, request.group_id
-    yield from topics_need(DESCRIBE, (topic for topic, _ in request.topics or ()))
+    yield DESCRIBE, GROUP, http_codec.decode_offset_fetch(_json(body)).group_id  # its topics: HTTP_SPLITS
 
 
 def _http_txn(extra: Callable[[dict[str, Any]], Iterable[Need]] | None = None) -> HttpNeeds:
@@ -156,19 +137,8 @@ def _http_txn(extra: Callable[[dict[str, Any]], Iterable[Need]] | None = None) -
     return needs
 
 
-def _txn_topics(body: dict[str, Any]) -> Iterator[Need]:
-    return topics_need(WRITE, (protocol.require(topic, "name", str)
-                               for topic in protocol.require_objects(body, "topics")))
-
-
 def _txn_group(body: dict[str, Any]) -> list[Need]:
     return [(READ, GROUP, protocol.require(body, "group_id", str))]
-
-
-def _txn_offsets(body: dict[str, Any]) -> list[Need]:
-    """TxnOffsetCommit: Read on the group and on every topic whose offsets it commits."""
-    return [*_txn_group(body), *topics_need(READ, {protocol.require(topic, "name", str)
-                                                   for topic in protocol.require_objects(body, "topics")})]
 
 
 def _http_init_producer_id(caller: Caller, body: bytes, path: Mapping[str, str]) -> list[Need]:
@@ -181,33 +151,17 @@ def _cluster(operation: Operation) -> HttpNeeds:
     return lambda caller, body, path: [(operation, CLUSTER, CLUSTER_NAME)]
 
 
-def _partition_topics(operation: Operation) -> HttpNeeds:
-    return lambda caller, body, path: topics_need(operation, {
-        protocol.require(item, "topic", str) for item in protocol.require_objects(_json(body), "partitions")})
-
-
-#: What each HTTP route needs, by its canonical path (routes not listed need nothing).
+#: What each HTTP route needs as a whole, by its canonical path (routes in neither this table nor
+#: HTTP_SPLITS need nothing).
 HTTP_NEEDS: dict[str, HttpNeeds] = {
     protocol.TOPIC_RECORDS: lambda caller, body, path: [(WRITE, TOPIC, path.get("topic", ""))],
     protocol.PARTITION_RECORDS: lambda caller, body, path: [(READ, TOPIC, path.get("topic", ""))],
-    protocol.LIST_OFFSETS: _partition_topics(DESCRIBE),
-    protocol.OFFSETS_FOR_LEADER_EPOCH: _partition_topics(DESCRIBE),
-    protocol.DELETE_RECORDS: _partition_topics(DELETE),
-    protocol.DESCRIBE_PRODUCERS: _partition_topics(READ),
     protocol.INIT_PRODUCER_ID: _http_init_producer_id,
     protocol.WRITE_TXN_MARKERS: _cluster(CLUSTER_ACTION),
     # users/clients config entities (SCRAM credentials, quotas): Kafka's DescribeConfigs /
     # AlterConfigs on the cluster, as for its client-quota and SCRAM-credential APIs
     protocol.DESCRIBE_ENTITY_CONFIGS: _cluster(DESCRIBE_CONFIGS),
     protocol.ALTER_ENTITY_CONFIGS: _cluster(ALTER_CONFIGS),
-    protocol.CREATE_TOPICS: _http_create_topics,
-    protocol.DELETE_TOPICS: lambda caller, body, path: topics_need(
-        DELETE, protocol.require_list_of(_json(body), "topics", str)),
-    protocol.CREATE_PARTITIONS: lambda caller, body, path: topics_need(
-        ALTER, (item.topic if hasattr(item, "topic") else item.name
-                for item in http_codec.decode_new_partitions(_json(body)))),
-    protocol.DESCRIBE_CONFIGS: _http_configs(DESCRIBE_CONFIGS),
-    protocol.ALTER_CONFIGS: _http_configs(ALTER_CONFIGS),
     protocol.ELECT_LEADERS: _cluster(ALTER),
     protocol.CONTROLLED_SHUTDOWN: _cluster(CLUSTER_ACTION),
     protocol.ALTER_PARTITION_REASSIGNMENTS: _cluster(ALTER),
@@ -221,20 +175,169 @@ HTTP_NEEDS: dict[str, HttpNeeds] = {
     protocol.LEAVE_GROUP: _http_group(READ, http_codec.decode_leave_group),
     protocol.OFFSET_COMMIT: _http_offset_commit,
     protocol.OFFSET_FETCH: _http_offset_fetch,
-    protocol.DESCRIBE_GROUPS: lambda caller, body, path: (
-        (DESCRIBE, GROUP, group) for group in http_codec.decode_group_ids(_json(body))),
-    protocol.DELETE_GROUPS: lambda caller, body, path: (
-        (DELETE, GROUP, group) for group in http_codec.decode_group_ids(_json(body))),
-    protocol.ADD_PARTITIONS_TO_TXN: _http_txn(_txn_topics),
+    protocol.ADD_PARTITIONS_TO_TXN: _http_txn(),
     protocol.ADD_OFFSETS_TO_TXN: _http_txn(_txn_group),
     protocol.END_TXN: _http_txn(),
-    protocol.TXN_OFFSET_COMMIT: _http_txn(_txn_offsets),
+    protocol.TXN_OFFSET_COMMIT: _http_txn(_txn_group),
     acl_http.CREATE_ACLS: _cluster(ALTER),
     acl_http.DELETE_ACLS: _cluster(ALTER),
     acl_http.DESCRIBE_ACLS: _cluster(DESCRIBE),
-    protocol.DESCRIBE_TRANSACTIONS: lambda caller, body, path: (
-        (DESCRIBE, TXN, name) for name in protocol.require_list_of(_json(body), "transactional_ids", str)),
 }
+
+
+@dataclass(frozen=True)
+class HttpSplit:
+    """An HTTP route whose body names resources item by item (the items of ``request_field``),
+    answered as the Kafka front end answers (see :class:`kafkalite.broker.kafka.access.ItemSplit`):
+    the handler serves the items the caller may use, and the answer's ``answer_field`` gets an
+    entry for each other item, ``entry`` (its identity fields) with its AUTHORIZATION_FAILED
+    outcome. With ``all_or_nothing`` the handler serves none then, the others answered
+    OPERATION_NOT_ATTEMPTED. A request whose every item is denied is refused as a whole (403),
+    as one naming a single resource is."""
+
+    request_field: str
+    needs: Callable[[Caller, Any], Iterable[Need]]
+    answer_field: str
+    entry: Callable[[Any], dict[str, Any]]
+    all_or_nothing: bool = False
+
+
+def _partition_item(operation: Operation) -> HttpSplit:
+    """Items ``{"topic": ..., "partition": ...}`` answered in ``partitions``."""
+    return HttpSplit("partitions", lambda caller, item: [(operation, TOPIC, protocol.require(item, "topic", str))],
+                     "partitions", lambda item: {"topic": item["topic"], "partition": item.get("partition")})
+
+
+def _topic_with_partitions(operation: Operation, **extra: Any) -> HttpSplit:
+    """Items ``{"name": ..., "partitions": [...]}`` (objects with ``partition``, or numbers)."""
+    def entry(item: Any) -> dict[str, Any]:
+        numbers = [part.get("partition") if isinstance(part, dict) else part for part in item.get("partitions") or ()]
+        return {"name": item["name"], "partitions": [{"partition": number, **extra} for number in numbers]}
+    return HttpSplit("topics", lambda caller, item: [(operation, TOPIC, protocol.require(item, "name", str))],
+                     "topics", entry)
+
+
+def _config_item(operation: Operation) -> HttpSplit:
+    def needs(caller: Caller, item: Any) -> list[Need]:
+        kind = str(item.get("type", "")) if isinstance(item, dict) else ""
+        return [(operation, TOPIC, str(item.get("name", "")))] if kind.lower() == "topic" \
+            else [(operation, CLUSTER, CLUSTER_NAME)]
+    return HttpSplit("resources", needs, "resources",
+                     lambda item: {"type": str(item.get("type", "")), "name": str(item.get("name", "")),
+                                   **({"configs": []} if operation is DESCRIBE_CONFIGS else {})})
+
+
+def _named(operation: Operation, resource_type: ResourceType, field: str, answer_field: str,
+           key: str) -> HttpSplit:
+    """Items that are plain names (``field``), answered in ``answer_field`` under ``key``."""
+    return HttpSplit(field, lambda caller, name: [(operation, resource_type, str(name))], answer_field,
+                     lambda name: {key: name})
+
+
+def _new_topic_item(caller: Caller, item: Any) -> list[Need]:
+    name = protocol.require(item, "name", str)
+    return [] if caller.may_create_topic(name) else [(CREATE, TOPIC, name)]
+
+
+#: The HTTP routes answered item by item, by canonical path.
+HTTP_SPLITS: dict[str, HttpSplit] = {
+    protocol.LIST_OFFSETS: _partition_item(DESCRIBE),
+    protocol.OFFSETS_FOR_LEADER_EPOCH: _partition_item(DESCRIBE),
+    protocol.DELETE_RECORDS: _partition_item(DELETE),
+    protocol.DESCRIBE_PRODUCERS: _partition_item(READ),
+    protocol.CREATE_TOPICS: HttpSplit("topics", _new_topic_item, "topics", lambda item: {"name": item["name"]}),
+    protocol.DELETE_TOPICS: _named(DELETE, TOPIC, "topics", "topics", "name"),
+    protocol.CREATE_PARTITIONS: HttpSplit(
+        "topics", lambda caller, item: [(ALTER, TOPIC, protocol.require(item, "name", str))], "topics",
+        lambda item: {"name": item["name"]}),
+    protocol.DESCRIBE_CONFIGS: _config_item(DESCRIBE_CONFIGS),
+    protocol.ALTER_CONFIGS: _config_item(ALTER_CONFIGS),
+    protocol.OFFSET_COMMIT: _topic_with_partitions(READ),
+    protocol.OFFSET_FETCH: _topic_with_partitions(DESCRIBE, offset=-1, leader_epoch=-1, metadata=""),
+    protocol.TXN_OFFSET_COMMIT: _topic_with_partitions(READ),
+    protocol.ADD_PARTITIONS_TO_TXN: dataclasses.replace(_topic_with_partitions(WRITE), all_or_nothing=True),
+    protocol.DESCRIBE_GROUPS: _named(DESCRIBE, GROUP, "groups", "groups", "group_id"),
+    protocol.DELETE_GROUPS: _named(DELETE, GROUP, "groups", "groups", "group_id"),
+    protocol.DESCRIBE_TRANSACTIONS: _named(DESCRIBE, TXN, "transactional_ids", "transactions", "transactional_id"),
+}
+
+#: The body of a request narrowed to the items its caller may use (set by the middleware for an
+#: HTTP_SPLITS route); handlers read bodies with :func:`read_body`.
+NARROWED_BODY_KEY = "kafkalite.access.narrowed_body"
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The request's body as its handler must see it: narrowed to the items the caller may use."""
+    narrowed: bytes | None = request.get(NARROWED_BODY_KEY)
+    return narrowed if narrowed is not None else await request.read()
+
+
+@dataclass
+class _SplitBody:
+    narrowed: dict[str, Any]
+    served: int
+    entries: list[dict[str, Any]]
+
+
+def _split_http(caller: Caller, split: HttpSplit, body: bytes) -> _SplitBody | None:
+    """The body narrowed to the allowed items and the answer entries of the denied ones; None
+    when nothing is denied, or the body is not what the route takes (its handler answers that).
+    When every item is denied, the request is refused as a whole (403 with the first item's
+    error), as a request naming one resource is."""
+    try:
+        document = _json(body)
+        items = document.get(split.request_field)
+        if not isinstance(items, list):
+            return None
+        allowed: list[Any] = []
+        entries: list[dict[str, Any]] = []
+        first: Need | None = None
+        for item in items:
+            failed = next((need for need in split.needs(caller, item) if not caller.allowed(*need)), None)
+            if failed is None:
+                allowed.append(item)
+            else:
+                first = first or failed
+                entries.append({**split.entry(item), **http_codec.outcome(denied_error(*failed))})
+    except (InvalidRequestError, KeyError, TypeError, AttributeError):
+        return None
+    if first is None:
+        return None
+    if not allowed:
+        raise denied_error(*first)
+    if split.all_or_nothing:
+        not_attempted = OperationNotAttemptedError("another item of the request was not authorized")
+        entries += [{**split.entry(item), **http_codec.outcome(not_attempted)} for item in allowed]
+        allowed = []
+    return _SplitBody({**document, split.request_field: allowed}, len(allowed), entries)
+
+
+def _mark_denied(entry: dict[str, Any]) -> dict[str, Any]:
+    """A topic's entry with partitions carries the outcome on each partition too (the shape of
+    those answers)."""
+    partitions = entry.get("partitions")
+    if not isinstance(partitions, list):
+        return entry
+    outcome = {key: entry[key] for key in ("error_code", "error", "message") if key in entry}
+    return {**entry, "partitions": [{**partition, **outcome} for partition in partitions]}
+
+
+async def _serve_http_split(caller: Caller, split: HttpSplit, request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    divided = _split_http(caller, split, await request.read() if request.body_exists else b"")
+    if divided is None:
+        return await handler(request)
+    entries = [_mark_denied(entry) for entry in divided.entries]
+    if not divided.served:
+        return web.Response(body=protocol.dumps({"error_code": 0, "error": None, split.answer_field: entries}),
+                            status=200, content_type="application/json")
+    request[NARROWED_BODY_KEY] = protocol.dumps(divided.narrowed)
+    response = await handler(request)
+    if not isinstance(response, web.Response) or response.status != 200 or not isinstance(response.body, bytes):
+        return response
+    document = json.loads(response.body)
+    document[split.answer_field] = [*document.get(split.answer_field, ()), *entries]
+    return web.Response(body=protocol.dumps(document), status=200, content_type="application/json")
 
 
 def check_http(caller: Caller, route: str, body: bytes, path: Mapping[str, str]) -> None:
@@ -300,7 +403,10 @@ def http_middleware(authorizer: Authorizer, principal_of: Callable[[web.Request]
                 return await handler(request)
             if route in HTTP_NEEDS:
                 check_http(caller, route, await request.read() if request.body_exists else b"", request.match_info)
-            elif route == protocol.METADATA:
+            split = HTTP_SPLITS.get(route)
+            if split is not None:
+                return await _serve_http_split(caller, split, request, handler)
+            if route == protocol.METADATA:
                 try:
                     caller.require(_metadata_creates(caller, request, await request.read() if request.body_exists
                                                      else b""))

@@ -333,7 +333,7 @@ class HttpListener:
 
 
 async def _read_body(request: web.Request) -> bytes:
-    return await request.read()
+    return await access.read_body(request)
 
 
 async def _json_body(request: web.Request, max_bytes: int = protocol.MAX_JSON_BODY_BYTES) -> dict[str, Any]:
@@ -447,7 +447,7 @@ def _group_call(call: Callable[[dict[str, Any], web.Request], Awaitable[Any]],
     with status 200 like one it returns, except INVALID_REQUEST (400, by the middleware)."""
 
     async def handle(request: web.Request) -> web.Response:
-        body = protocol.parse_json(await request.read())
+        body = protocol.parse_json(await access.read_body(request))
         protocol.check_string_lengths(body)
         try:
             answer = encode(await call(body, request))

@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from kafkalite import protocol
+from kafkalite.broker import access
 from kafkalite.broker.group_api import (
     CommitPartition,
     FindCoordinatorAnswer,
@@ -165,7 +166,7 @@ async def _describe_producers(services: BrokerServices, body: Json) -> Json:
 def _route(services: BrokerServices, call: Callable[[BrokerServices, Json], Awaitable[Json]]
            ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
-        body = protocol.parse_json(await request.read())
+        body = protocol.parse_json(await access.read_body(request))
         protocol.check_string_lengths(body)
         try:
             answer = await call(services, body)

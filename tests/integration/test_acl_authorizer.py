@@ -763,3 +763,52 @@ def test_requests_naming_allowed_and_denied_resources_are_answered_item_by_item(
                                            "committed_metadata": ""}]} for name in ("acl-rw", "acl-wo")]})
     codes = _by_name(transactional.topics)
     assert codes["acl-wo"] == {29} and not codes["acl-rw"] & set(AUTHORIZATION_ERRORS), codes
+
+
+def test_http_routes_naming_allowed_and_denied_resources_are_answered_item_by_item(cluster: BrokerCluster) -> None:
+    """The HTTP front end splits as the Kafka one: denied items answered 29/30/31/53 in the
+    answer's list, the others served (AddPartitionsToTxn: OPERATION_NOT_ATTEMPTED for them)."""
+    address = cluster.brokers[1].address
+
+    def codes(answer: dict[str, Any], field: str, key: str) -> dict[str, int]:
+        return {str(item[key]): int(item.get("error_code", 0)) for item in answer[field]}
+
+    leader = cluster.brokers[cluster.partitions("acl-rw", 1)[0]["leader"]].address
+    listed = http(leader, "POST", "/v1/list_offsets", {"partitions": [
+        {"topic": "acl-rw", "partition": 0}, {"topic": "secret", "partition": 0}]})
+    assert codes(listed, "partitions", "topic") == {"acl-rw": 0, "secret": 29}
+
+    configs = http(address, "POST", "/v1/admin/describe_configs", {"resources": [
+        {"type": "topic", "name": "acl-cfg"}, {"type": "topic", "name": "secret"}, {"type": "broker", "name": "1"}]})
+    assert codes(configs, "resources", "name") == {"acl-cfg": 0, "secret": 29, "1": 31}
+    assert any(entry["name"] == "retention.ms" for resource in configs["resources"]
+               if resource["name"] == "acl-cfg" for entry in resource["configs"])
+
+    created = http(address, "POST", "/v1/admin/create_topics", {"validate_only": True, "topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1} for name in ("acl-http-new", "other-http")]})
+    assert codes(created, "topics", "name") == {"acl-http-new": 0, "other-http": 29}
+
+    with pytest.raises(HttpError) as refused:  # every item denied: refused as a whole, as a single one is
+        http(address, "POST", "/v1/admin/delete_topics", {"topics": ["acl-rw-no-such", "acl-rw"]})
+    assert refused.value.status == 403 and refused.value.body["error"] == "TOPIC_AUTHORIZATION_FAILED"
+    assert cluster.partitions("acl-rw", 1)
+
+    described = http(address, "POST", "/v1/txn/describe", {"transactional_ids": ["tx-ok", "tx-no"]})
+    assert codes(described, "transactions", "transactional_id")["tx-no"] == 53
+    assert described["transactions"][0]["transactional_id"] == "tx-ok"
+
+    coordinator = _group_coordinator(address, "g-ok")
+    committed = http(coordinator, "POST", "/v1/groups/offset_commit", {"group_id": "g-ok", "topics": [
+        {"name": name, "partitions": [{"partition": 0, "offset": 11}]} for name in ("acl-rw", "acl-wo")]})
+    assert {topic["name"]: [part["error_code"] for part in topic["partitions"]] for topic in committed["topics"]} \
+        == {"acl-rw": [0], "acl-wo": [29]}
+    fetched = http(coordinator, "POST", "/v1/groups/offset_fetch", {"group_id": "g-ok", "topics": [
+        {"name": "acl-rw", "partitions": [0]}, {"name": "secret", "partitions": [0]}]})
+    by_topic = {topic["name"]: topic["partitions"][0] for topic in fetched["topics"]}
+    assert by_topic["acl-rw"]["offset"] == 11 and by_topic["secret"]["error_code"] == 29
+
+    added = http(address, "POST", "/v1/txn/add_partitions", {
+        "transactional_id": "tx-ok", "producer_id": 1, "producer_epoch": 0,
+        "topics": [{"name": "acl-rw", "partitions": [0]}, {"name": "acl-ro", "partitions": [0]}]})
+    assert {topic["name"]: topic["partitions"][0]["error_code"] for topic in added["topics"]} == {
+        "acl-rw": 55, "acl-ro": 29}

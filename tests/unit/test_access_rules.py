@@ -31,5 +31,5 @@ def test_every_http_route_has_a_rule() -> None:
     routes = {value for name, value in vars(protocol).items()
               if name.isupper() and isinstance(value, str) and value.startswith(protocol.PREFIX + "/")}
     routes |= {protocol.HEALTH, protocol.READY, protocol.METRICS}
-    assert routes - set(access.HTTP_NEEDS) - OPEN_OR_FILTERED_HTTP == set()
+    assert routes - set(access.HTTP_NEEDS) - set(access.HTTP_SPLITS) - OPEN_OR_FILTERED_HTTP == set()
     assert {acl_http.CREATE_ACLS, acl_http.DESCRIBE_ACLS, acl_http.DELETE_ACLS} <= set(access.HTTP_NEEDS)

@@ -122,6 +122,16 @@ def _feed(connection: PipelinedConnection, stream: bytes, cuts: list[int]) -> No
             position += count
 
 
+async def _open_channel() -> tuple[PipelinedConnection, RecordingTransport]:
+    """A connection whose opening the broker accepted, ready for requests."""
+    connection = PipelinedConnection("127.0.0.1:1", 10_000, "test")
+    transport = RecordingTransport()
+    connection.connection_made(transport)
+    _feed(connection, _upgrade(connection), [])
+    await connection.wait_ready(1)
+    return connection, transport
+
+
 def _answers_in_order(stream_of: Callable[[PipelinedConnection], bytes], bodies: list[bytes],
                       cuts: list[int]) -> list[tuple[int, bytes]]:
     async def scenario() -> list[tuple[int, bytes]]:
@@ -176,10 +186,7 @@ def test_answers_arrive_whole_wherever_reads_end(cuts: list[int]) -> None:
 def test_a_large_answer_is_not_copied_after_it_arrives() -> None:
     """A large answer's body is a view of the buffer the socket read into."""
     async def scenario() -> None:
-        connection = PipelinedConnection("127.0.0.1:1", 10_000, "test")
-        connection.connection_made(RecordingTransport())
-        _feed(connection, _upgrade(connection), [])
-        await connection.wait_ready(1)
+        connection, _ = await _open_channel()
         future = connection.submit(protocol.FETCH, [b"request"])
         _feed(connection, _answer(200, b"r" * 500_000), [1000])
         status, body = await future
@@ -198,11 +205,7 @@ def test_a_fragmented_answer_and_a_close_frame() -> None:
     assert _answers_in_order(stream, [b"p" * 100_000], [5, 3000, 80_000]) == [(200, b"p" * 100_000)]
 
     async def closed() -> None:
-        connection = PipelinedConnection("127.0.0.1:1", 10_000, "test")
-        transport = RecordingTransport()
-        connection.connection_made(transport)
-        _feed(connection, _upgrade(connection), [])
-        await connection.wait_ready(1)
+        connection, transport = await _open_channel()
         future = connection.submit(protocol.FETCH, [b"request"])
         _feed(connection, _server_frame(0x8, (1009).to_bytes(2, "big") + b"too big"), [])
         with pytest.raises(MessageSizeTooLargeError):
@@ -232,10 +235,7 @@ def test_a_refused_or_bad_handshake_closes_the_channel(head: bytes, error: str) 
 
 def test_a_masked_frame_from_the_broker_closes_the_channel() -> None:
     async def scenario() -> None:
-        connection = PipelinedConnection("127.0.0.1:1", 10_000, "test")
-        connection.connection_made(RecordingTransport())
-        _feed(connection, _upgrade(connection), [])
-        await connection.wait_ready(1)
+        connection, _ = await _open_channel()
         future = connection.submit(protocol.FETCH, [b"request"])
         _feed(connection, bytes([0x82, 0x85]) + b"\0\0\0\0" + b"hello", [])
         with pytest.raises(KafkaConnectionError, match="masked frame"):

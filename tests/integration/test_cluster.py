@@ -31,10 +31,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[Bro
 
 def produce(cluster: BrokerCluster, topic: str, partition: int, values: list[bytes], acks: int = -1,
             timestamps: int | list[int] | None = None, leader: int | None = None) -> protocol.ProduceResult:
-    """Produce one batch; like a client, retry while the leader has not taken over yet."""
+    """Produce one batch; like a client, retry while the leader has not taken over yet: it
+    answers NOT_LEADER_OR_FOLLOWER, or, when the metadata already names it leader but it has
+    not created the partition yet, UNKNOWN_TOPIC_OR_PARTITION."""
     request = protocol.ProduceRequest(acks, 10_000, [protocol.ProducePartition(
         topic, partition, build_batch(values, timestamps=timestamps))])
     body = b"".join(bytes(piece) for piece in protocol.encode_produce_request(request))
+    retried = {6} if leader is not None else {6, 3}
     deadline = time.monotonic() + 10
     while True:
         target = leader if leader is not None else next(
@@ -42,7 +45,7 @@ def produce(cluster: BrokerCluster, topic: str, partition: int, values: list[byt
         answer = http(cluster.brokers[target].address, "POST", protocol.PRODUCE, raw=body,
                       content_type=protocol.BINARY_CONTENT_TYPE)
         result = protocol.decode_produce_response(answer)[0]
-        if result.error_code != 6 or time.monotonic() > deadline:
+        if result.error_code not in retried or time.monotonic() > deadline:
             return result
         time.sleep(0.05)
 
@@ -75,7 +78,10 @@ def test_six_partitions_rf3_spread_leaders_over_all_brokers(cluster: BrokerClust
 
 def test_metadata_from_any_broker_agrees(cluster: BrokerCluster) -> None:
     cluster.create_topic("agree", partitions=4, replication_factor=2)
-    cluster.wait_in_sync("agree")
+    # each broker's metadata cache follows ZooKeeper on its own (as Kafka's brokers follow the
+    # controller's UpdateMetadata): once every one of them sees the topic fully in sync, they agree
+    for broker_id in (1, 2, 3):
+        cluster.wait_in_sync("agree", broker_id=broker_id)
     views = [cluster.metadata(["agree"], broker_id) for broker_id in (1, 2, 3)]
     for view in views[1:]:
         assert view["topics"] == views[0]["topics"]

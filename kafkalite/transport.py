@@ -94,6 +94,8 @@ _HEAD_LONG = struct.Struct(">BBQ")
 _MAX_FRAME_BYTES = 1 << 31
 _RECONNECT_BACKOFF_S = 0.05
 _RECONNECT_BACKOFF_MAX_S = 1.0
+#: How long closing the transport waits for its sockets to close.
+_CLOSE_WAIT_S = 2.0
 
 
 def basic_authorization(user: str, password: str) -> str:
@@ -139,6 +141,8 @@ class PipelinedConnection(asyncio.BufferedProtocol):
         self._filled = 0
         self._upgraded = False
         self._handshake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        #: Done once the socket is gone (``connection_lost``).
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # a large payload read straight into its own buffer: the buffer, the bytes in it so far
         # and the first byte of its frame
         self._payload: memoryview | None = None
@@ -162,6 +166,8 @@ class PipelinedConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         reason = f"connection to {self.address} lost" + (f": {exc}" if exc else "")
         self._shut(self.close_reason or reason)
+        if not self.lost.done():
+            self.lost.set_result(None)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -264,6 +270,11 @@ class PipelinedConnection(asyncio.BufferedProtocol):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
         self._shut(reason)
+
+    def abort(self) -> None:
+        """Drop the socket at once if it is still open (no TLS goodbye)."""
+        if self._transport is not None and not self.lost.done():
+            self._transport.abort()
 
     # -- internals ----------------------------------------------------------------------------
     def _shut(self, reason: str, first_error: KafkaliteError | None = None) -> None:
@@ -540,12 +551,21 @@ class AsyncTransport:
         return self._session
 
     async def close(self) -> None:
+        """Close every connection and wait (at most _CLOSE_WAIT_S) until their sockets are gone:
+        a TLS connection says goodbye (close_notify) before its socket closes, and a loop
+        stopped meanwhile would leave the socket open."""
         self._closed = True
         for task in list(self._background):
             task.cancel()
-        for connection in list(self._connections.values()):
+        connections = list(self._connections.values())
+        for connection in connections:
             connection.close("the client is closing")
         self._connections.clear()
+        lost = [connection.lost for connection in connections if not connection.lost.done()]
+        if lost:
+            await asyncio.wait(lost, timeout=_CLOSE_WAIT_S)
+        for connection in connections:
+            connection.abort()  # a socket still open after the wait is dropped without goodbye
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None

@@ -95,6 +95,14 @@ def consume_from(cluster: BrokerCluster, tp: TopicPartition, seek_to: int | None
         consumer.close()
 
 
+def registration(cluster: BrokerCluster, broker_id: int) -> int | None:
+    """The broker's registration epoch; None while it is not registered."""
+    try:
+        return cluster.broker_epoch(broker_id)
+    except AssertionError:  # no /brokers/ids/<id>: between the old session's end and the new registration
+        return None
+
+
 def run_tool(*arguments: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([str(SCRIPT), *arguments], capture_output=True, text=True, timeout=120)
     assert "Traceback" not in result.stderr, result.stderr
@@ -187,10 +195,16 @@ def test_delete_records_moves_the_low_watermark_on_every_replica(cluster: Broker
 
     # A follower killed and restarted keeps its log start (the checkpoint) and, made leader, serves from 40.
     follower = cluster.brokers[2]
+    registered = cluster.broker_epoch(2)
     follower.kill()
     follower.start()
     follower.wait_ready()
-    cluster.wait_in_sync(tp.topic)
+    # The killed broker's registration lives until its ZooKeeper session expires; the restarted
+    # one registers anew only then, and the controller takes it out of the ISR meanwhile. Only
+    # once it is registered again and back in the ISR may the other brokers stop.
+    cluster.wait_for(lambda: registration(cluster, 2) not in (None, registered), 60, "broker 2 registered anew")
+    cluster.wait_for(lambda: all(2 in item["isr"] for broker_id in cluster.brokers
+                                 for item in cluster.partitions(tp.topic, broker_id)), 60, "broker 2 back in the ISR")
     assert log_start_checkpoint(follower, tp) == 40
     for broker_id in (1, 3):
         assert cluster.brokers[broker_id].stop() == 0

@@ -299,8 +299,10 @@ def _split_http(caller: Caller, split: HttpSplit, body: bytes) -> _SplitBody | N
             else:
                 first = first or failed
                 entries.append({**split.entry(item), **http_codec.outcome(denied_error(*failed))})
-    except (InvalidRequestError, KeyError, TypeError, AttributeError):
-        return None
+    except InvalidRequestError:
+        return None  # the route's own decoder refuses the same body
+    except (KeyError, TypeError, AttributeError):
+        raise InvalidRequestError(f"the {split.request_field} of the request are not what the route takes") from None
     if first is None:
         return None
     if not allowed:
@@ -322,11 +324,11 @@ def _mark_denied(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "partitions": [{**partition, **outcome} for partition in partitions]}
 
 
-async def _serve_http_split(caller: Caller, split: HttpSplit, request: web.Request,
+async def _serve_http_split(caller: Caller, route: str, split: HttpSplit, request: web.Request,
                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     divided = _split_http(caller, split, await request.read() if request.body_exists else b"")
     if divided is None:
-        return await handler(request)
+        return _filtered_answer(caller, route, await handler(request))
     entries = [_mark_denied(entry) for entry in divided.entries]
     if not divided.served:
         return web.Response(body=protocol.dumps({"error_code": 0, "error": None, split.answer_field: entries}),
@@ -354,12 +356,15 @@ def check_http(caller: Caller, route: str, body: bytes, path: Mapping[str, str])
 
 
 def _filtered_answer(caller: Caller, route: str, response: web.StreamResponse) -> web.StreamResponse:
-    """Metadata and ListGroups answers without what the caller may not Describe."""
-    if route not in (protocol.METADATA, protocol.LIST_GROUPS) or not isinstance(response, web.Response) \
-            or response.status != 200 or not isinstance(response.body, bytes):
+    """Metadata, ListGroups and OffsetFetch answers without what the caller may not Describe (an
+    OffsetFetch of every committed offset lists only those topics, as Kafka's; named topics it
+    may not Describe never reach the handler)."""
+    if route not in (protocol.METADATA, protocol.LIST_GROUPS, protocol.OFFSET_FETCH) \
+            or not isinstance(response, web.Response) or response.status != 200 \
+            or not isinstance(response.body, bytes):
         return response
     document = json.loads(response.body)
-    if route == protocol.METADATA:
+    if route in (protocol.METADATA, protocol.OFFSET_FETCH):
         document["topics"] = [topic for topic in document.get("topics", ())
                               if caller.allowed(DESCRIBE, TOPIC, str(topic.get("name", "")))]
     else:
@@ -405,7 +410,7 @@ def http_middleware(authorizer: Authorizer, principal_of: Callable[[web.Request]
                 check_http(caller, route, await request.read() if request.body_exists else b"", request.match_info)
             split = HTTP_SPLITS.get(route)
             if split is not None:
-                return await _serve_http_split(caller, split, request, handler)
+                return await _serve_http_split(caller, route, split, request, handler)
             if route == protocol.METADATA:
                 try:
                     caller.require(_metadata_creates(caller, request, await request.read() if request.body_exists

@@ -806,6 +806,16 @@ def test_http_routes_naming_allowed_and_denied_resources_are_answered_item_by_it
         {"name": "acl-rw", "partitions": [0]}, {"name": "secret", "partitions": [0]}]})
     by_topic = {topic["name"]: topic["partitions"][0] for topic in fetched["topics"]}
     assert by_topic["acl-rw"]["offset"] == 11 and by_topic["secret"]["error_code"] == 29
+    # every committed offset (admin commits one of secret's): only the topics one may Describe
+    coordinator_id = next(broker_id for broker_id, broker in cluster.brokers.items() if broker.address == coordinator)
+    admin = _basic("admin", PASSWORDS["admin"])
+    http(sasl_address(cluster, coordinator_id), "POST", "/v1/groups/offset_commit", {"group_id": "g-ok", "topics": [
+        {"name": "secret", "partitions": [{"partition": 0, "offset": 5}]}]}, headers=admin)
+    listed_all = http(coordinator, "POST", "/v1/groups/offset_fetch", {"group_id": "g-ok"})
+    assert {topic["name"] for topic in listed_all["topics"]} == {"acl-rw"}
+    as_admin = http(sasl_address(cluster, coordinator_id), "POST", "/v1/groups/offset_fetch", {"group_id": "g-ok"},
+                    headers=admin)
+    assert {topic["name"] for topic in as_admin["topics"]} == {"acl-rw", "secret"}
 
     added = http(address, "POST", "/v1/txn/add_partitions", {
         "transactional_id": "tx-ok", "producer_id": 1, "producer_epoch": 0,

@@ -28,6 +28,11 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# The compiled record codec (setup.py) needs a C compiler and Python's headers; without them kafkalite runs
+# its pure-Python code.
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
+python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || need_apt+=(python3-dev)
 # README's examples (tested) read the brokers' HTTP API with curl.
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 # The web console's tests drive Debian's Chromium through its ChromeDriver (tests/integration/test_console.py).
@@ -42,7 +47,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 stamp=".venv/.kafkalite-installed"
-want="$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16) $extras"
+want="$(cat setup.cfg pyproject.toml setup.py | sha256sum | cut -c1-16) $extras"
 if [ ! -x .venv/bin/python ]; then
   echo "creating virtualenv .venv"
   python3 -m venv .venv
@@ -57,6 +62,14 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
     exit 1
   fi
   echo "$want" > "$stamp"
+fi
+# kafkalite.record._speedups, rebuilt in place whenever its C source is newer than the built module.
+built="$(ls kafkalite/record/_speedups.*.so 2>/dev/null | head -n 1 || true)"
+if [ -z "$built" ] || [ kafkalite/record/_speedups.c -nt "$built" ]; then
+  echo "building the compiled record codec (kafkalite.record._speedups)"
+  if ! .venv/bin/python setup.py -q build_ext --inplace >".venv/build-ext.log" 2>&1; then
+    echo "Warning: the C extension did not build (.venv/build-ext.log); kafkalite runs its pure-Python code" >&2
+  fi
 fi
 
 # kafkajs for the Node client tests (Node 20 and npm come with the machine, see README).

@@ -3,7 +3,9 @@
 # setup.cfg [importlinter]: the layers drawn in the README, no import cycles), mypy --strict (setup.cfg
 # [mypy]), then pytest (unit and integration, with real ZooKeeper and broker processes); the first that
 # fails stops it.
-# Installs what it needs first (scripts/install.sh). Extra arguments go to pytest.
+# Installs what it needs first (scripts/install.sh). Extra arguments go to pytest; without any, the unit
+# tests also run once with KAFKALITE_NO_EXTENSIONS=1, so the pure-Python twin of the compiled record codec is
+# tested as well as the compiled one (the contract tests compare the two directly in both runs).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/scripts/install.sh" --spark
@@ -26,4 +28,9 @@ fi
 # Compile the bytecode once: every broker, tool and Spark worker process the tests start imports
 # the package, and where PYTHONDONTWRITEBYTECODE is set each of them would compile it anew.
 .venv/bin/python -m compileall -q kafkalite pyspark_kafkalite tests >/dev/null
+echo "record codec: $(.venv/bin/python -c 'from kafkalite.record.speedups import IMPLEMENTATION; print(IMPLEMENTATION)')"
+if [ $# -eq 0 ]; then
+  echo "pytest tests/unit with KAFKALITE_NO_EXTENSIONS=1 (the pure-Python record codec)"
+  KAFKALITE_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q --durations=5 tests/unit
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -65,10 +65,12 @@ from kafkalite.record.batch import (
     ATTR_TRANSACTIONAL,
     HEADER_SIZE,
     RecordBatch,
+    UniformRun,
     run_slices,
     run_timestamp_deltas,
 )
 from kafkalite.record.control import batch_marker
+from kafkalite.record.speedups import EXTENSION as _EXTENSION
 from kafkalite.transport import AsyncTransport, check_answer
 
 log = logging.getLogger(__name__)
@@ -89,14 +91,43 @@ def _payload(batch: RecordBatch) -> bytes:
 def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
                    key_deserializer: Deserializer = None,
                    value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
-    """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords.
+    """The batch's records with ``min_offset <= offset < max_offset`` as ConsumerRecords, every
+    record of the batch checked; damage raises CorruptRecordError naming the batch. The compiled
+    extension builds them straight from the payload when it is loaded; otherwise
+    :func:`py_decode_records` (the same records, the same errors)."""
+    if _EXTENSION is None:
+        return py_decode_records(batch, topic, partition, min_offset, max_offset, key_deserializer,
+                                 value_deserializer)
+    data = batch.payload()
+    try:
+        records: list[ConsumerRecord] = _EXTENSION.consumer_records(
+            data, batch.record_count, batch.base_offset, batch.base_timestamp, batch.last_offset_delta, ConsumerRecord,
+            topic, partition, batch.partition_leader_epoch, 1 if batch.attributes & ATTR_TIMESTAMP_TYPE else 0,
+            batch.max_timestamp, min_offset, max_offset, key_deserializer, value_deserializer)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at offset {batch.base_offset}: {exc.detail}", batch.position) from exc
+    return records
+
+
+def _uniform_runs(batch: RecordBatch, data: bytes) -> list[UniformRun] | None:
+    """The batch's uniform runs, when they also keep within its lastOffsetDelta (runs hold offset
+    deltas 0 .. count - 1; a header that says less is left to the general decoder to refuse)."""
+    if batch.record_count - 1 > batch.last_offset_delta:
+        return None
+    return batch.uniform_runs(data)
+
+
+def py_decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: int, max_offset: int,
+                      key_deserializer: Deserializer = None,
+                      value_deserializer: Deserializer = None) -> list[ConsumerRecord]:
+    """:func:`decode_records` in Python.
 
     Validation and decoding are record/'s: the bulk shape (:func:`uniform_runs`) is cut out of
     the payload at the positions it checked, anything else goes through
     :meth:`RecordBatch.records`. Damage raises CorruptRecordError.
     """
     data = _payload(batch)
-    runs = batch.uniform_runs(data)
+    runs = _uniform_runs(batch, data)
     leader_epoch = batch.partition_leader_epoch
     timestamp_type = 1 if batch.attributes & ATTR_TIMESTAMP_TYPE else 0
     new = tuple.__new__
@@ -156,9 +187,23 @@ def decode_records(batch: RecordBatch, topic: str, partition: int, min_offset: i
 
 
 def decode_values(batch: RecordBatch) -> list[bytes | None]:
-    """Every record's value, in order (the bulk path: no offsets, keys or headers kept)."""
+    """Every record's value, in order (the bulk path: no offsets, keys or headers kept), every
+    record checked; the compiled extension's when it is loaded, else :func:`py_decode_values`."""
+    if _EXTENSION is None:
+        return py_decode_values(batch)
+    data = batch.payload()
+    try:
+        values: list[bytes | None] = _EXTENSION.record_values(data, batch.record_count, batch.base_timestamp,
+                                                               batch.last_offset_delta)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at offset {batch.base_offset}: {exc.detail}", batch.position) from exc
+    return values
+
+
+def py_decode_values(batch: RecordBatch) -> list[bytes | None]:
+    """:func:`decode_values` in Python."""
     data = _payload(batch)
-    runs = batch.uniform_runs(data)
+    runs = _uniform_runs(batch, data)
     if runs is None:
         return [record.value for record in batch.records()]
     if len(runs) == 1:
@@ -725,4 +770,5 @@ def pending_errors(states: Iterable[PartitionState]) -> BaseException | None:
 
 
 __all__ = ["BrokerResponseError", "CompletedFetch", "FetchedBatch", "Fetcher", "PartitionState", "corrupt_at",
-           "decode_records", "decode_values", "list_offsets", "take_batches", "take_records"]
+           "decode_records", "decode_values", "list_offsets", "py_decode_records", "py_decode_values", "take_batches",
+           "take_records"]

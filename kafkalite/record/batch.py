@@ -77,6 +77,7 @@ from kafkalite.record.decoder import (
     uniform_runs as uniform_runs,
     validate_records as validate_records,
 )
+from kafkalite.record.speedups import EXTENSION as _EXTENSION
 from kafkalite.record.varint import (
     SMALL_VARINT_LIMIT,
     VARINTS,
@@ -279,33 +280,47 @@ def build_batch(
         raise ValueError("headers and values differ in length")
     if timestamps is None:
         timestamps = int(time.time() * 1000)
-    if isinstance(timestamps, int) and headers is None:
+    deltas: list[int] | None = None
+    if isinstance(timestamps, int):
         base_timestamp = max_timestamp = timestamps
-        records = _encode_plain_values(values, keys)
     else:
-        if isinstance(timestamps, int):
-            timestamp_list: Sequence[int] = [timestamps] * count
-        else:
-            timestamp_list = timestamps
-            if len(timestamp_list) != count:
-                raise ValueError("timestamps and values differ in length")
-        base_timestamp = timestamp_list[0]
-        max_timestamp = max(timestamp_list)
-        if headers is None:
-            records = _encode_timestamped(values, keys, [timestamp - base_timestamp for timestamp in timestamp_list])
-            return _assemble(records, count, count - 1, base_timestamp, max_timestamp, compression, base_offset,
-                             partition_leader_epoch, producer_id, producer_epoch, base_sequence, timestamp_type,
-                             transactional)
-        key_list = keys if keys is not None else [None] * count
-        header_list: Sequence[Sequence[Header]] = headers if headers is not None else [()] * count
-        records = b"".join(
-            encode_record(index, timestamp_list[index] - base_timestamp, key_list[index], values[index],
-                          header_list[index])
-            for index in range(count)
-        )
+        if len(timestamps) != count:
+            raise ValueError("timestamps and values differ in length")
+        base_timestamp = timestamps[0]
+        max_timestamp = max(timestamps)
+        deltas = [timestamp - base_timestamp for timestamp in timestamps]
+    records = encode_records(values, keys, deltas, headers)
     return _assemble(records, count, count - 1, base_timestamp, max_timestamp, compression, base_offset,
                      partition_leader_epoch, producer_id, producer_epoch, base_sequence, timestamp_type,
                      transactional)
+
+
+def encode_records(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+                   timestamp_deltas: Sequence[int] | None, headers: Sequence[Sequence[Header]] | None) -> bytes:
+    """The records section of ``values[i]`` with offset delta ``i`` (keys, timestamp deltas and
+    headers: one per value, or None for null keys, delta 0 and no headers), with the compiled
+    extension when it is loaded (:func:`py_encode_records` otherwise; both give equal bytes)."""
+    if _EXTENSION is not None:
+        section: bytes = _EXTENSION.encode_records(values, keys, timestamp_deltas, headers)
+        return section
+    return py_encode_records(values, keys, timestamp_deltas, headers)
+
+
+def py_encode_records(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
+                      timestamp_deltas: Sequence[int] | None, headers: Sequence[Sequence[Header]] | None) -> bytes:
+    """:func:`encode_records` in Python: cached varints and one join per section."""
+    count = len(values)
+    if (keys is not None and len(keys) != count) or (timestamp_deltas is not None and len(timestamp_deltas) != count) \
+            or (headers is not None and len(headers) != count):
+        raise ValueError("keys, timestamp deltas, headers and values differ in length")
+    if headers is None:
+        if timestamp_deltas is None:
+            return _encode_plain_values(values, keys)
+        return _encode_timestamped(values, keys, timestamp_deltas)
+    key_list = keys if keys is not None else [None] * count
+    delta_list = timestamp_deltas if timestamp_deltas is not None else [0] * count
+    return b"".join(encode_record(index, delta_list[index], key_list[index], values[index], headers[index])
+                    for index in range(count))
 
 
 def _assemble(records: bytes, count: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple, cast
 
 from kafkalite.errors import CorruptRecordError, InvalidRecordError
+from kafkalite.record.speedups import EXTENSION as _EXTENSION
 from kafkalite.record.varint import decode_varint, varint as _varint
 
 Header = tuple[str, "bytes | None"]
@@ -43,6 +44,17 @@ _MAX_OFFSET_DELTA = (1 << 31) - 1
 
 def decode_records(data: bytes | bytearray | memoryview, count: int, base_offset: int,
                    base_timestamp: int, last_offset_delta: int | None = None) -> list[Record]:
+    """Decode and validate ``count`` records packed back to back in ``data`` (the rules are
+    :func:`py_decode_records`'), with the compiled extension when it is loaded."""
+    if _EXTENSION is not None:
+        records: list[Record] = _EXTENSION.decode_records(data, count, base_offset, base_timestamp, last_offset_delta,
+                                                          Record)
+        return records
+    return py_decode_records(data, count, base_offset, base_timestamp, last_offset_delta)
+
+
+def py_decode_records(data: bytes | bytearray | memoryview, count: int, base_offset: int,
+                      base_timestamp: int, last_offset_delta: int | None = None) -> list[Record]:
     """Decode and validate ``count`` records packed back to back in ``data``: the one record
     decoder every reader uses (broker, consumer, Spark reader, dump tool).
 
@@ -389,7 +401,18 @@ def decode_uniform_values(data: bytes | bytearray | memoryview, count: int) -> l
 
 def validate_records(data: bytes | bytearray | memoryview, count: int, last_offset_delta: int,
                      base_timestamp: int = 0, *, require_keys: bool = False, contiguous: bool = False) -> None:
-    """Check ``count`` records as :func:`decode_records` does, without keeping them.
+    """Check ``count`` records as :func:`decode_records` does, without keeping them (the rules
+    are :func:`py_validate_records`'), with the compiled extension when it is loaded."""
+    if _EXTENSION is not None:
+        _EXTENSION.validate_records(data, count, last_offset_delta, base_timestamp, require_keys, contiguous)
+        return
+    py_validate_records(data, count, last_offset_delta, base_timestamp, require_keys=require_keys,
+                        contiguous=contiguous)
+
+
+def py_validate_records(data: bytes | bytearray | memoryview, count: int, last_offset_delta: int,
+                        base_timestamp: int = 0, *, require_keys: bool = False, contiguous: bool = False) -> None:
+    """Check ``count`` records as :func:`py_decode_records` does, without keeping them.
 
     ``contiguous`` (producer batches) also requires offset deltas 0, 1, ..., count - 1;
     ``require_keys`` (compacted topics) a non-null key on every record — violations of these
@@ -397,11 +420,11 @@ def validate_records(data: bytes | bytearray | memoryview, count: int, last_offs
     checked by :func:`uniform_runs` at C speed; anything else is decoded record by record.
     """
     runs = uniform_runs(data, count, base_timestamp)
-    if runs is not None:
+    if runs is not None and count - 1 <= last_offset_delta:  # uniform runs hold offset deltas 0 .. count - 1
         if require_keys and any(run.key_length < 0 for run in runs):
             raise InvalidRecordError("a compacted topic needs a key on every record")
         return
-    records = decode_records(data, count, 0, base_timestamp, last_offset_delta)
+    records = py_decode_records(data, count, 0, base_timestamp, last_offset_delta)
     if contiguous and records and records[-1].offset != count - 1:
         raise InvalidRecordError(f"offset deltas of the {count} records are not 0 to {count - 1}")
     if require_keys and any(record.key is None for record in records):

@@ -1,9 +1,10 @@
-"""The compiled extension; everything else about the package is in setup.cfg.
+"""The compiled extensions; everything else about the package is in setup.cfg.
 
-kafkalite.record._speedups (C) is the compiled twin of the record codec's hot loops. It is
-optional: on a machine without a C compiler or Python's headers ``pip install`` skips it with a
-warning, and kafkalite runs its pure-Python code (kafkalite/record/speedups.py decides, and
-``KAFKALITE_NO_EXTENSIONS=1`` forces the Python code).
+kafkalite.record._speedups (C) is the compiled twin of the record codec's hot loops,
+kafkalite.client._speedups that of the producer's per-record send path. They are optional: on
+a machine without a C compiler or Python's headers ``pip install`` skips them with a warning,
+and kafkalite runs its pure-Python code (kafkalite/record/speedups.py and
+kafkalite/client/producer_core.py decide; ``KAFKALITE_NO_EXTENSIONS=1`` forces the Python code).
 """
 
 from setuptools import Extension, setup
@@ -13,6 +14,12 @@ setup(
         Extension(
             "kafkalite.record._speedups",
             sources=["kafkalite/record/_speedups.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wno-unused-parameter"],
+            optional=True,
+        ),
+        Extension(
+            "kafkalite.client._speedups",
+            sources=["kafkalite/client/_speedups.c"],
             extra_compile_args=["-O2", "-Wall", "-Wno-unused-parameter"],
             optional=True,
         ),

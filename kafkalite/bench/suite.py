@@ -26,6 +26,11 @@
   1-broker cluster's SSL listener, printed beside the same runs on its PLAINTEXT listener
   (target ≥ 0.8× plaintext), with the tools' ``--producer.config`` / ``--consumer.config``
   (``security.protocol=SSL``, ``ssl.ca.location``) and certificates from :mod:`kafkalite.security.certs`.
+* **P9** the per-record ``send()`` loop without callbacks, with :mod:`kafkalite.bench.send_path`: 1 broker,
+  acks=1, the compiled send path and then the pure-Python one (``KAFKALITE_NO_EXTENSIONS=1``), each printed
+  beside confluent-kafka's ``produce()`` on librdkafka's mock cluster in the same program, in alternating
+  rounds (target ≥ 1,000,000 records/s and ≥ 0.9× the mock); and 3 brokers, RF=3, acks=all (target ≥
+  600,000 records/s).
 
 P1–P4 (and P6 and P7, with their own programs) run the command-line tools (``kafkalite.tools.producer_perf_test``,
 ``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
@@ -81,7 +86,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS_PATH = ROOT / "docs" / "performance.md"
 RESULTS_START = "<!-- benchmark-suite-results:start -->"
 RESULTS_END = "<!-- benchmark-suite-results:end -->"
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -130,6 +135,7 @@ class Sizes:
     p7_small_records: int
     tool_timeout: float
     p8_records: int
+    p9_records: int
     budget_seconds: float
     p5_reserve_seconds: float
 
@@ -140,12 +146,12 @@ class Sizes:
             return cls(p1_send=100_000, p1_bulk=1_000_000, p2_send=50_000, p2_bulk=500_000, p3_bulk=1_000_000,
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
                        p5_probe_bytes=128 * MiB, p6_records=1_000_000, p7_records=300_000, p7_small_records=30_000,
-                       tool_timeout=60.0, p8_records=1_000_000, budget_seconds=170.0,
+                       tool_timeout=60.0, p8_records=1_000_000, p9_records=300_000, budget_seconds=170.0,
                        p5_reserve_seconds=45.0)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
                    p5_probe_bytes=256 * MiB, p6_records=3_000_000, p7_records=1_000_000, p7_small_records=100_000,
-                   tool_timeout=240.0, p8_records=3_000_000, budget_seconds=840.0,
+                   tool_timeout=240.0, p8_records=3_000_000, p9_records=1_500_000, budget_seconds=840.0,
                    p5_reserve_seconds=180.0)
 
 
@@ -224,9 +230,11 @@ class Runner:
         self.environment = dict(os.environ,
                                 PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
-    def run(self, module: str, arguments: Sequence[str], label: str) -> ToolRun:
-        """Run ``python -m module arguments``, echoing its output as progress; bounded in time
-        by the tool limit and by what is left of the suite's budget."""
+    def run(self, module: str, arguments: Sequence[str], label: str,
+            environment: dict[str, str] | None = None) -> ToolRun:
+        """Run ``python -m module arguments`` (with ``environment`` added to the suite's),
+        echoing its output as progress; bounded in time by the tool limit and by what is left
+        of the suite's budget."""
         command = [sys.executable, "-m", module, *arguments]
         limit = min(self.timeout, self.deadline - time.monotonic() - self.reserve)
         if limit < 5:
@@ -236,7 +244,8 @@ class Runner:
         brokers_before = sum(process_cpu_seconds(pid) for pid in self.broker_pids)
         children_before = children_cpu_seconds()
         started = time.monotonic()
-        process = subprocess.Popen(command, cwd=ROOT, env=self.environment, stdout=subprocess.PIPE,
+        process = subprocess.Popen(command, cwd=ROOT, env=dict(self.environment, **(environment or {})),
+                                   stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         timed_out = threading.Event()
 
@@ -481,7 +490,7 @@ def consume_row(runner: Runner, label: str, bootstrap: str, topic: str, messages
 
 def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
                       rows: list[Row]) -> None:
-    """P1, P3, P6 and P8 on a 1-broker cluster (P3 writes its records itself without P1)."""
+    """P1, P3, P6, P8 and P9 (acks=1) on a 1-broker cluster (P3 writes its records itself without P1)."""
     cluster = environment.start_cluster(1, tls="P8" in wanted)
     runner.broker_pids = environment.broker_pids()
     bootstrap = cluster.bootstrap
@@ -502,6 +511,8 @@ def run_single_broker(environment: Environment, runner: Runner, sizes: Sizes, wa
         run_kafka_protocol(cluster, runner, sizes, rows)
     if "P8" in wanted:
         run_tls(environment, runner, sizes, rows)
+    if "P9" in wanted:
+        run_send_path(cluster, runner, sizes, rows, "1")
 
 
 def run_tls(environment: Environment, runner: Runner, sizes: Sizes, rows: list[Row]) -> None:
@@ -611,9 +622,54 @@ def run_kafka_protocol(cluster: BrokerCluster, runner: Runner, sizes: Sizes, row
         rows.append(Row(label, figure, target, verdict(met)))
 
 
+SEND_PATH_LINE = re.compile(r"^send-path (?P<implementation>[\w-]+): send\(\) (?P<rate>\d+) records/s"
+                            r"(, produce\(\) on the mock (?P<peer>\d+) records/s, ratio (?P<ratio>[\d.]+))?$")
+
+
+def run_send_path(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: list[Row], acks: str) -> None:
+    """P9: the per-record send() loop (no callbacks), compiled and pure Python, beside
+    confluent-kafka's produce() on librdkafka's mock cluster (acks=1), or alone (acks=all, RF=3)."""
+    topic = "p9-send"  # the 3-broker caller created it with RF=3
+    runs: list[tuple[str, dict[str, str], bool]] = [("compiled", {}, False)]
+    if acks == "1":
+        cluster.create_topic(topic, partitions=1, replication_factor=1)
+        runs = [("compiled", {}, True), ("pure-python", {"KAFKALITE_NO_EXTENSIONS": "1"}, True)]
+    for name, extra, peer in runs:
+        arguments = ["--bootstrap", cluster.bootstrap, "--topic", topic, "--records", str(sizes.p9_records),
+                     "--acks", acks] + ([] if peer else ["--no-peer"])
+        setting = "1 broker, RF=1, acks=1" if acks == "1" else "3 brokers, RF=3, acks=all, min.insync.replicas=2"
+        label = f"P9 send() per record, no callbacks ({name}), {setting}"
+        if acks == "1" and name == "compiled":
+            target = ">= 1,000,000 records/s and >= 0.9x confluent-kafka produce() on the mock"
+        elif acks == "1":
+            target = "reference (the pure-Python twin)"
+        else:
+            target = ">= 600,000 records/s"
+        run = runner.run("kafkalite.bench.send_path", arguments, label, extra)
+        match = next((found for line in run.lines if (found := SEND_PATH_LINE.match(line))), None)
+        problem = run.failure()
+        if problem or match is None:
+            rows.append(Row(label, problem or "no result line", target, "skipped" if run.skipped else "missed"))
+            continue
+        rate = float(match["rate"])
+        if match["implementation"] != name:
+            rows.append(Row(label, f"ran the {match['implementation']} send path", target, "missed"))
+            continue
+        figure = f"{rate:,.0f} records/s"
+        if match["peer"]:
+            figure += (f" vs confluent-kafka produce() on the mock {float(match['peer']):,.0f} records/s "
+                       f"(median round ratio {float(match['ratio']):.2f}x)")
+        if target.startswith("reference"):
+            rows.append(Row(label, figure, target, "reference"))
+        elif acks == "1":
+            rows.append(Row(label, figure, target, verdict(rate >= 1_000_000 and float(match["ratio"] or 0) >= 0.9)))
+        else:
+            rows.append(Row(label, figure, target, verdict(rate >= 600_000)))
+
+
 def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
                       rows: list[Row]) -> None:
-    """P2, P4 and P7 on a 3-broker cluster."""
+    """P2, P4, P7 and P9 (acks=all) on a 3-broker cluster."""
     cluster = environment.start_cluster(3)
     runner.broker_pids = environment.broker_pids()
     bootstrap = cluster.bootstrap
@@ -632,6 +688,10 @@ def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wa
         rows.append(run_latency(cluster, runner, sizes, topic_configs))
     if "P7" in wanted:
         run_transactions(cluster, runner, sizes, topic_configs, rows)
+    if "P9" in wanted:
+        cluster.create_topic("p9-send", partitions=1, replication_factor=3, configs=topic_configs)
+        cluster.wait_in_sync("p9-send", timeout=60)
+        run_send_path(cluster, runner, sizes, rows, "all")
 
 
 def run_latency(cluster: BrokerCluster, runner: Runner, sizes: Sizes, topic_configs: dict[str, str]) -> Row:
@@ -886,15 +946,15 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(sizes.tool_timeout, deadline, cpu_notes)
         if "P5" in wanted:
             runner.reserve = sizes.p5_reserve_seconds
-        if {"P1", "P2", "P3", "P4", "P6", "P7", "P8"} & set(wanted):
+        if {"P1", "P2", "P3", "P4", "P6", "P7", "P8", "P9"} & set(wanted):
             environment = Environment(directory)
             scraper = MetricsScraper(environment, arguments.scrape_metrics) if arguments.scrape_metrics else None
             if scraper is not None:
                 scraper.start()
             try:
-                if {"P1", "P3", "P6", "P8"} & set(wanted):
+                if {"P1", "P3", "P6", "P8", "P9"} & set(wanted):
                     run_single_broker(environment, runner, sizes, set(wanted), rows)
-                if {"P2", "P4", "P7"} & set(wanted):
+                if {"P2", "P4", "P7", "P9"} & set(wanted):
                     run_three_brokers(environment, runner, sizes, set(wanted), rows)
             finally:
                 if scraper is not None:

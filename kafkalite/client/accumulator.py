@@ -120,6 +120,12 @@ class _PartitionState:
 class RecordAccumulator:
     """Per-partition batches of a producer (see the module docstring)."""
 
+    __slots__ = ("batch_size", "buffer_memory", "linger", "max_request_size", "delivery_timeout",
+                 "max_in_flight_per_partition", "idempotent", "producer_id", "producer_epoch", "transactional",
+                 "sendable", "on_failure", "_lock", "_memory_free", "_async_memory_waiters", "_partitions",
+                 "_used_memory", "_order", "_incomplete", "_flushes", "_closing", "_closed", "_drain_rotation",
+                 "wakeup")
+
     def __init__(self, *, batch_size: int, buffer_memory: int, linger_ms: int, max_request_size: int,
                  delivery_timeout_ms: int, max_in_flight_per_partition: int, idempotent: bool) -> None:
         self.batch_size = batch_size

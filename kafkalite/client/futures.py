@@ -20,10 +20,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkalite.client.types import BatchMetadata, RecordMetadata, TopicPartition
 from kafkalite.errors import KafkaTimeoutError
+from kafkalite.record.speedups import extensions_disabled
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +128,10 @@ class BatchResult:
             return self._future
 
 
-class RecordFuture:
-    """The future of one ``send()``: kafka-python's FutureRecordMetadata, and awaitable.
-
-    ``get(timeout)`` blocks a thread; ``await future`` works on the producer's loop (the async
-    producer). ``add_callback(f, *args)`` calls ``f(*args, metadata)`` and ``add_errback(f)``
-    calls ``f(exception)``, on the producer's I/O thread.
-    """
+class PyFutureFields:
+    """What a :class:`RecordFuture` keeps: its batch's result, its index in the batch, its
+    timestamp and serialized sizes; :meth:`_metadata` makes its RecordMetadata. The pure-Python
+    twin of ``kafkalite.client._speedups.FutureFields`` (same fields, same metadata)."""
 
     __slots__ = ("_batch", "_index", "timestamp_ms", "_key_size", "_value_size", "_header_size")
 
@@ -153,6 +151,38 @@ class RecordFuture:
         timestamp = batch.log_append_time if batch.log_append_time >= 0 else self.timestamp_ms
         return RecordMetadata(tp.topic, tp.partition, tp, offset, timestamp, None, self._key_size,
                               self._value_size, self._header_size)
+
+
+def _future_fields() -> type[PyFutureFields]:
+    """The compiled FutureFields (configured) when the extension is loaded, else :class:`PyFutureFields`."""
+    if extensions_disabled():
+        return PyFutureFields
+    try:
+        from kafkalite.client import _speedups
+    except ImportError:
+        return PyFutureFields
+    _speedups.configure_futures(RecordMetadata)
+    fields: Any = _speedups.FutureFields  # the same fields and _metadata (tests/unit/test_speedups_contract.py)
+    return cast("type[PyFutureFields]", fields)
+
+
+if TYPE_CHECKING:
+    _FutureFields = PyFutureFields
+else:
+    _FutureFields = _future_fields()
+
+
+class RecordFuture(_FutureFields):
+    """The future of one ``send()``: kafka-python's FutureRecordMetadata, and awaitable.
+
+    ``get(timeout)`` blocks a thread; ``await future`` works on the producer's loop (the async
+    producer). ``add_callback(f, *args)`` calls ``f(*args, metadata)`` and ``add_errback(f)``
+    calls ``f(exception)``, on the producer's I/O thread. Its fields are those of its base
+    (compiled, or :class:`PyFutureFields`); created as ``RecordFuture(batch_result, index,
+    timestamp_ms, key_size, value_size, header_size)``.
+    """
+
+    __slots__ = ()
 
     # -- kafka-python's Future --
     @property

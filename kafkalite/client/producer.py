@@ -87,7 +87,7 @@ class KafkaProducer:
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
         """Queue one record; its future resolves when the broker acknowledged it."""
         core = self._core
-        future = core.send_plain(topic, value, key, headers, partition, timestamp_ms)
+        future = core.send_common(topic, value, key, headers, partition, timestamp_ms)
         if future is not None:
             return future
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)
@@ -232,7 +232,7 @@ class AIOKafkaProducer:
         if not self._started:
             raise IllegalStateError("call await producer.start() first")
         core = self._core
-        future = core.send_plain(topic, value, key, headers, partition, timestamp_ms)
+        future = core.send_common(topic, value, key, headers, partition, timestamp_ms)
         if future is not None:
             return future
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)

@@ -29,7 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafkalite.client.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, RecordAccumulator, chunk_bounds
+from kafkalite.client.accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    ProducerBatch,
+    RecordAccumulator,
+    _PartitionState,
+    chunk_bounds,
+)
 from kafkalite.client.client_metrics import ProducerMetrics
 from kafkalite.client.futures import BatchResult, RecordFuture
 from kafkalite.client.metadata import MetadataManager
@@ -45,6 +52,7 @@ from kafkalite.errors import (
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from kafkalite.record.speedups import extensions_disabled
 from kafkalite.transport import AsyncTransport
 
 _IN_TRANSACTION = TxnState.IN_TRANSACTION
@@ -142,6 +150,10 @@ class ProducerCore:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.closed = False
+        #: ``send_common(topic, value, key, headers, partition, timestamp_ms)``: :meth:`send_plain`,
+        #: compiled when the extension is loaded (the same results); what ``send()`` tries first.
+        self.send_common: Callable[[str, Any, Any, Any, int | None, int | None], RecordFuture | None] = \
+            _send_lane(self)
 
     async def start(self) -> None:
         """Start the metadata refresher and the sender on the running loop."""
@@ -432,3 +444,29 @@ class ProducerCore:
                 await sender.stop(force=True)
         await self.metadata.close()
         await self.transport.close()
+
+
+
+def _load_lane_class() -> Any:
+    """``kafkalite.client._speedups.SendLane`` (configured), or None when the extension is
+    missing or ``KAFKALITE_NO_EXTENSIONS`` asks for Python."""
+    if extensions_disabled():
+        return None
+    try:
+        from kafkalite.client import _speedups
+    except ImportError:
+        return None
+    _speedups.configure(RecordAccumulator, ProducerBatch, _PartitionState, RecordFuture, TopicPartition)
+    return _speedups.SendLane
+
+
+_LANE_CLASS = _load_lane_class()
+#: Which send path producers use: "compiled" or "pure-python".
+SEND_IMPLEMENTATION = "compiled" if _LANE_CLASS is not None else "pure-python"
+
+
+def _send_lane(core: ProducerCore) -> Callable[[str, Any, Any, Any, int | None, int | None], RecordFuture | None]:
+    if _LANE_CLASS is None:
+        return core.send_plain
+    send: Callable[[str, Any, Any, Any, int | None, int | None], RecordFuture | None] = _LANE_CLASS(core).send
+    return send

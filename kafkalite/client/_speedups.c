@@ -1,0 +1,789 @@
+/* kafkalite.client._speedups: the compiled twin of ProducerCore.send_plain.
+ *
+ * What it owns: SendLane(core).send(topic, value, key, headers, partition, timestamp_ms), which
+ * does what kafkalite.client.producer_core.ProducerCore.send_plain does, with the same result
+ * (a RecordFuture, or None when the general path must run): the common record shape (bytes
+ * value, bytes or no key, no headers, no explicit partition, no serializers) looked up in the
+ * metadata snapshot, partitioned and appended to its partition's open batch under the
+ * accumulator's lock. Whatever is not that common case (a transaction, a new batch, a closed
+ * producer, a full buffer) is handed to the Python code it mirrors, before anything changed.
+ *
+ * It reads and writes the slots of RecordAccumulator, ProducerBatch, _PartitionState and
+ * RecordFuture at the offsets their member descriptors give (configure() looks them up once),
+ * and checks each object's exact type before it does; a subclass or anything unexpected goes to
+ * the Python code. A lane keeps what a ProducerCore fixes at its creation (its accumulator, lock,
+ * partitioner, settings); what changes (the metadata snapshot, closed, the transaction, the
+ * accumulator's memory and state) is read on every send.
+ *
+ * Concurrency: callable from any thread. It holds the interpreter lock throughout and the
+ * accumulator's lock (the same threading.Lock its Python methods take) while it touches the
+ * accumulator's state, as RecordAccumulator.append does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+#define RECORD_OVERHEAD 12
+#define BATCH_OVERHEAD 61
+
+static PyTypeObject *accumulator_type = NULL;
+static PyTypeObject *batch_type = NULL;
+static PyTypeObject *state_type = NULL;
+static PyTypeObject *future_type = NULL;
+static PyObject *topic_partition_type = NULL;
+
+typedef struct {
+    Py_ssize_t closed, closing, used_memory;
+} AccumulatorSlots;
+
+typedef struct {
+    Py_ssize_t values, keys, timestamps, headers, size, memory, result, closed, min_timestamp, max_timestamp,
+        record_count;
+} BatchSlots;
+
+static AccumulatorSlots accumulator_slots;
+static BatchSlots batch_slots;
+static Py_ssize_t state_batches_slot;
+
+static PyObject *str_view, *str_partitions, *str_available, *str_closed, *str_transaction, *str_partition,
+    *str_wakeup, *str_append, *str_get;
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+static inline void
+set_slot(PyObject *object, Py_ssize_t offset, PyObject *value)
+{
+    PyObject *old = SLOT(object, offset);
+    SLOT(object, offset) = value;
+    Py_XDECREF(old);
+}
+
+static int
+slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset)
+{
+    PyObject *descriptor = PyDict_GetItemString(type->tp_dict, name);
+    if (descriptor == NULL || Py_TYPE(descriptor) != &PyMemberDescr_Type) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+    if (member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, name);
+        return -1;
+    }
+    *offset = member->offset;
+    return 0;
+}
+
+static inline int
+get_long(PyObject *object, long long *out)
+{
+    if (object == NULL || !PyLong_CheckExact(object)) {
+        return -1;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(object, &overflow);
+    return overflow ? -1 : 0;
+}
+
+static inline long long
+now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (long long)(((double)now.tv_sec + (double)now.tv_nsec * 1e-9) * 1000.0);
+}
+
+/* --- RecordFuture's fields -------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *batch;  /* the BatchResult */
+    long long index;
+    long long timestamp_ms;
+    long long key_size;
+    long long value_size;
+    long long header_size;
+} FutureFields;
+
+static PyObject *record_metadata_type = NULL;
+static PyObject *str_topic_partition, *str_base_offset, *str_log_append_time;
+
+static int
+fields_init(FutureFields *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *batch;
+    long long index, timestamp_ms, key_size, value_size, header_size;
+    static char *names[] = {"batch", "index", "timestamp_ms", "key_size", "value_size", "header_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLLLLL:RecordFuture", names, &batch, &index, &timestamp_ms,
+                                     &key_size, &value_size, &header_size)) {
+        return -1;
+    }
+    Py_XSETREF(self->batch, Py_NewRef(batch));
+    self->index = index;
+    self->timestamp_ms = timestamp_ms;
+    self->key_size = key_size;
+    self->value_size = value_size;
+    self->header_size = header_size;
+    return 0;
+}
+
+static int
+fields_traverse(FutureFields *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->batch);  /* a subclass's type is visited by CPython's subtype_traverse */
+    return 0;
+}
+
+static int
+fields_clear(FutureFields *self)
+{
+    Py_CLEAR(self->batch);
+    return 0;
+}
+
+static void
+fields_dealloc(FutureFields *self)
+{
+    /* a subclass's type reference is released by CPython's subtype_dealloc */
+    PyObject_GC_UnTrack(self);
+    fields_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static long long
+attribute_or(PyObject *object, PyObject *name, long long fallback, int *failed)
+{
+    PyObject *attribute = PyObject_GetAttr(object, name);
+    if (attribute == NULL) {
+        *failed = 1;
+        return fallback;
+    }
+    long long value = PyLong_AsLongLong(attribute);
+    Py_DECREF(attribute);
+    if (value == -1 && PyErr_Occurred()) {
+        *failed = 1;
+    }
+    return value;
+}
+
+PyDoc_STRVAR(fields_metadata_doc, "_metadata() -> RecordMetadata\n\nWhere the record was written, from its batch.");
+
+static PyObject *
+fields_metadata(FutureFields *self, PyObject *unused)
+{
+    if (record_metadata_type == NULL || self->batch == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the record future is not configured");
+        return NULL;
+    }
+    int failed = 0;
+    long long base_offset = attribute_or(self->batch, str_base_offset, -1, &failed);
+    long long log_append_time = attribute_or(self->batch, str_log_append_time, -1, &failed);
+    if (failed) {
+        return NULL;
+    }
+    PyObject *topic_partition = PyObject_GetAttr(self->batch, str_topic_partition);
+    if (topic_partition == NULL) {
+        return NULL;
+    }
+    if (!PyTuple_Check(topic_partition) || PyTuple_GET_SIZE(topic_partition) != 2) {
+        Py_DECREF(topic_partition);
+        PyErr_SetString(PyExc_TypeError, "topic_partition is not a (topic, partition) pair");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)record_metadata_type;
+    PyObject *row = type->tp_alloc(type, 9);
+    if (row == NULL) {
+        Py_DECREF(topic_partition);
+        return NULL;
+    }
+    PyObject *offset = PyLong_FromLongLong(base_offset >= 0 ? base_offset + self->index : -1);
+    PyObject *timestamp = PyLong_FromLongLong(log_append_time >= 0 ? log_append_time : self->timestamp_ms);
+    PyObject *key_size = PyLong_FromLongLong(self->key_size);
+    PyObject *value_size = PyLong_FromLongLong(self->value_size);
+    PyObject *header_size = PyLong_FromLongLong(self->header_size);
+    PyTuple_SET_ITEM(row, 0, Py_NewRef(PyTuple_GET_ITEM(topic_partition, 0)));
+    PyTuple_SET_ITEM(row, 1, Py_NewRef(PyTuple_GET_ITEM(topic_partition, 1)));
+    PyTuple_SET_ITEM(row, 2, topic_partition);
+    PyTuple_SET_ITEM(row, 3, offset);
+    PyTuple_SET_ITEM(row, 4, timestamp);
+    PyTuple_SET_ITEM(row, 5, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(row, 6, key_size);
+    PyTuple_SET_ITEM(row, 7, value_size);
+    PyTuple_SET_ITEM(row, 8, header_size);
+    if (offset == NULL || timestamp == NULL || key_size == NULL || value_size == NULL || header_size == NULL) {
+        Py_DECREF(row);
+        return NULL;
+    }
+    return row;
+}
+
+static PyMemberDef fields_members[] = {
+    {"_batch", T_OBJECT_EX, offsetof(FutureFields, batch), READONLY, NULL},
+    {"_index", T_LONGLONG, offsetof(FutureFields, index), READONLY, NULL},
+    {"timestamp_ms", T_LONGLONG, offsetof(FutureFields, timestamp_ms), READONLY, NULL},
+    {"_key_size", T_LONGLONG, offsetof(FutureFields, key_size), READONLY, NULL},
+    {"_value_size", T_LONGLONG, offsetof(FutureFields, value_size), READONLY, NULL},
+    {"_header_size", T_LONGLONG, offsetof(FutureFields, header_size), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef fields_methods[] = {
+    {"_metadata", (PyCFunction)fields_metadata, METH_NOARGS, fields_metadata_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FutureFieldsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafkalite.client._speedups.FutureFields",
+    .tp_doc = PyDoc_STR("FutureFields(batch, index, timestamp_ms, key_size, value_size, header_size): what a "
+                        "RecordFuture keeps, and its RecordMetadata."),
+    .tp_basicsize = sizeof(FutureFields),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)fields_init,
+    .tp_dealloc = (destructor)fields_dealloc,
+    .tp_traverse = (traverseproc)fields_traverse,
+    .tp_clear = (inquiry)fields_clear,
+    .tp_members = fields_members,
+    .tp_methods = fields_methods,
+};
+
+PyDoc_STRVAR(configure_futures_doc,
+"configure_futures(record_metadata) -> None\n\nThe RecordMetadata class FutureFields._metadata builds.");
+
+static PyObject *
+speedups_configure_futures(PyObject *module, PyObject *record_metadata)
+{
+    if (!PyType_Check(record_metadata) || !PyType_IsSubtype((PyTypeObject *)record_metadata, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_metadata must be a NamedTuple class");
+        return NULL;
+    }
+    Py_XSETREF(record_metadata_type, Py_NewRef(record_metadata));
+    Py_RETURN_NONE;
+}
+
+/* The record future of record ``index`` of the batch whose result is ``result``. */
+static PyObject *
+new_future(PyObject *result, long long index, long long timestamp, Py_ssize_t key_size, Py_ssize_t value_size)
+{
+    FutureFields *future = (FutureFields *)future_type->tp_alloc(future_type, 0);
+    if (future == NULL) {
+        return NULL;
+    }
+    future->batch = Py_NewRef(result);
+    future->index = index;
+    future->timestamp_ms = timestamp;
+    future->key_size = key_size;
+    future->value_size = value_size;
+    future->header_size = -1;
+    return (PyObject *)future;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *core;
+    PyObject *metadata;
+    PyObject *accumulator;
+    PyObject *acquire;
+    PyObject *release;
+    PyObject *partition_states;
+    PyObject *partitioner;
+    PyObject *topic_partitions;
+    long long batch_size;
+    long long buffer_memory;
+    long long max_request_size;
+    long long settings_buffer_memory;
+    int plain_sends;
+    int default_partitioner;
+} SendLane;
+
+/* RecordAccumulator.append for a record that fits its partition's open batch; NotImplemented
+ * (nothing changed) when the Python method must decide. Called with the accumulator's lock held. */
+static PyObject *
+append_locked(SendLane *lane, PyObject *topic_partition, PyObject *timestamp, long long timestamp_value,
+              PyObject *key, PyObject *value, Py_ssize_t size, int *wake)
+{
+    PyObject *accumulator = lane->accumulator;
+    long long used, batch_bytes, record_count, memory, lowest, highest;
+    if (SLOT(accumulator, accumulator_slots.closed) != Py_False
+            || SLOT(accumulator, accumulator_slots.closing) != Py_False
+            || get_long(SLOT(accumulator, accumulator_slots.used_memory), &used) < 0) {
+        return Py_NewRef(Py_NotImplemented);
+    }
+    if (used + size > lane->buffer_memory && used > 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *state = PyDict_GetItemWithError(lane->partition_states, topic_partition);
+    if (state == NULL) {
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    }
+    if (Py_TYPE(state) != state_type) {
+        return Py_NewRef(Py_NotImplemented);
+    }
+    PyObject *batches = SLOT(state, state_batches_slot);
+    Py_ssize_t count = batches == NULL ? 0 : PyObject_Length(batches);
+    if (count < 0) {
+        return NULL;
+    }
+    if (count == 0) {
+        return Py_NewRef(Py_NotImplemented);
+    }
+    PyObject *batch = PySequence_GetItem(batches, count - 1);
+    if (batch == NULL) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *values = SLOT(batch, batch_slots.values), *keys = SLOT(batch, batch_slots.keys),
+        *timestamps = SLOT(batch, batch_slots.timestamps), *headers = SLOT(batch, batch_slots.headers),
+        *batch_result = SLOT(batch, batch_slots.result);
+    if (Py_TYPE(batch) != batch_type || SLOT(batch, batch_slots.closed) != Py_False || values == NULL
+            || !PyList_CheckExact(values) || timestamps == NULL || !PyList_CheckExact(timestamps)
+            || keys == NULL || (keys != Py_None && !PyList_CheckExact(keys)) || (key != Py_None && keys == Py_None)
+            || headers != Py_None || batch_result == NULL
+            || get_long(SLOT(batch, batch_slots.size), &batch_bytes) < 0
+            || get_long(SLOT(batch, batch_slots.record_count), &record_count) < 0
+            || get_long(SLOT(batch, batch_slots.memory), &memory) < 0
+            || get_long(SLOT(batch, batch_slots.min_timestamp), &lowest) < 0
+            || get_long(SLOT(batch, batch_slots.max_timestamp), &highest) < 0
+            || (batch_bytes + size > lane->batch_size && record_count)) {
+        result = Py_NewRef(Py_NotImplemented);
+        goto done;
+    }
+    /* From here on the record goes into this batch. */
+    PyObject *new_size = PyLong_FromLongLong(batch_bytes + size);
+    PyObject *new_count = PyLong_FromLongLong(record_count + 1);
+    PyObject *new_memory = PyLong_FromLongLong(memory + size);
+    PyObject *new_used = PyLong_FromLongLong(used + size);
+    PyObject *future = new_future(batch_result, record_count, timestamp_value, key == Py_None ? -1 : PyBytes_GET_SIZE(key),
+                                  PyBytes_GET_SIZE(value));
+    if (new_size == NULL || new_count == NULL || new_memory == NULL || new_used == NULL || future == NULL
+            || PyList_Append(values, value) < 0) {
+        goto failed;
+    }
+    if ((keys != Py_None && PyList_Append(keys, key) < 0) || PyList_Append(timestamps, timestamp) < 0) {
+        /* out of memory halfway: take back what was appended, so the batch stays whole */
+        Py_ssize_t length = PyList_GET_SIZE(values);
+        PyList_SetSlice(values, length - 1, length, NULL);
+        if (keys != Py_None && PyList_GET_SIZE(keys) == length) {
+            PyList_SetSlice(keys, length - 1, length, NULL);
+        }
+        goto failed;
+    }
+    if (timestamp_value > highest) {
+        set_slot(batch, batch_slots.max_timestamp, Py_NewRef(timestamp));
+    } else if (timestamp_value < lowest) {
+        set_slot(batch, batch_slots.min_timestamp, Py_NewRef(timestamp));
+    }
+    set_slot(batch, batch_slots.record_count, new_count);
+    set_slot(batch, batch_slots.size, new_size);
+    set_slot(batch, batch_slots.memory, new_memory);
+    set_slot(accumulator, accumulator_slots.used_memory, new_used);
+    if (batch_bytes + size >= lane->batch_size) {
+        set_slot(batch, batch_slots.closed, Py_NewRef(Py_True));
+        *wake = 1;
+    }
+    result = future;
+    goto done;
+failed:
+    Py_XDECREF(new_size);
+    Py_XDECREF(new_count);
+    Py_XDECREF(new_memory);
+    Py_XDECREF(new_used);
+    Py_XDECREF(future);
+done:
+    Py_DECREF(batch);
+    return result;
+}
+
+static PyObject *
+lane_append(SendLane *lane, PyObject *topic_partition, PyObject *timestamp, long long timestamp_value,
+            PyObject *key, PyObject *value, Py_ssize_t size)
+{
+    PyObject *acquired = PyObject_CallNoArgs(lane->acquire);
+    if (acquired == NULL) {
+        return NULL;
+    }
+    Py_DECREF(acquired);
+    int wake = 0;
+    PyObject *result = append_locked(lane, topic_partition, timestamp, timestamp_value, key, value, size, &wake);
+    PyObject *error_type, *error_value, *error_traceback;
+    PyErr_Fetch(&error_type, &error_value, &error_traceback);
+    PyObject *released = PyObject_CallNoArgs(lane->release);
+    if (released == NULL) {
+        Py_XDECREF(error_type);
+        Py_XDECREF(error_value);
+        Py_XDECREF(error_traceback);
+        Py_XDECREF(result);
+        return NULL;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(error_type, error_value, error_traceback);
+    if (result == NULL) {
+        return NULL;
+    }
+    if (wake) {
+        PyObject *woken = PyObject_CallMethodNoArgs(lane->accumulator, str_wakeup);
+        if (woken == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(woken);
+    }
+    if (result == Py_NotImplemented) {
+        Py_DECREF(result);
+        PyObject *size_object = PyLong_FromSsize_t(size);
+        if (size_object == NULL) {
+            return NULL;
+        }
+        PyObject *arguments[] = {lane->accumulator, topic_partition, timestamp, key, value, Py_None, size_object};
+        result = PyObject_VectorcallMethod(str_append, arguments, 7, NULL);
+        Py_DECREF(size_object);
+    }
+    return result;
+}
+
+/* The partition a keyless or keyed plain record goes to (the partitioner's answer). */
+static PyObject *
+pick_partition(SendLane *lane, PyObject *view, PyObject *topic, PyObject *key, PyObject *partitions,
+               Py_ssize_t partition_count, Py_ssize_t size)
+{
+    if (partition_count == 1 && lane->default_partitioner) {
+        return PySequence_GetItem(partitions, 0);
+    }
+    PyObject *number = NULL;
+    PyObject *available_map = PyObject_GetAttr(view, str_available);
+    PyObject *empty = PyTuple_New(0);
+    PyObject *available = NULL;
+    if (available_map != NULL && empty != NULL) {
+        PyObject *get_arguments[] = {available_map, topic, empty};
+        available = PyObject_VectorcallMethod(str_get, get_arguments, 3, NULL);
+    }
+    PyObject *size_object = PyLong_FromSsize_t(size);
+    if (available != NULL && size_object != NULL) {
+        PyObject *arguments[] = {lane->partitioner, topic, key, partitions, available, size_object};
+        number = PyObject_VectorcallMethod(str_partition, arguments, 6, NULL);
+    }
+    Py_XDECREF(available_map);
+    Py_XDECREF(empty);
+    Py_XDECREF(available);
+    Py_XDECREF(size_object);
+    return number;
+}
+
+PyDoc_STRVAR(lane_send_doc,
+"send(topic, value, key, headers, partition, timestamp_ms) -> RecordFuture | None\n\n"
+"ProducerCore.send_plain(topic, value, key, headers, partition, timestamp_ms) of the lane's core.");
+
+static PyObject *
+lane_send(SendLane *lane, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "send takes 6 arguments");
+        return NULL;
+    }
+    PyObject *topic = args[0], *value = args[1], *key = args[2], *timestamp_ms = args[5];
+    if (args[3] != Py_None || args[4] != Py_None || !PyBytes_CheckExact(value) || !lane->plain_sends
+            || (key != Py_None && !PyBytes_CheckExact(key))
+            || (timestamp_ms != Py_None && !PyLong_CheckExact(timestamp_ms))) {
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL, *view = NULL, *partition_map = NULL, *partitions = NULL, *closed = NULL,
+        *transaction = NULL, *timestamp = NULL, *number = NULL, *lookup = NULL, *topic_partition = NULL;
+    if ((view = PyObject_GetAttr(lane->metadata, str_view)) == NULL
+            || (partition_map = PyObject_GetAttr(view, str_partitions)) == NULL) {
+        goto done;
+    }
+    partitions = PyDict_CheckExact(partition_map) ? PyDict_GetItemWithError(partition_map, topic) : NULL;
+    Py_XINCREF(partitions);
+    if (partitions == NULL) {
+        if (!PyErr_Occurred()) {
+            result = Py_NewRef(Py_None);  /* not known (or not a plain dict): the general path decides */
+        }
+        goto done;
+    }
+    Py_ssize_t partition_count = PyObject_Length(partitions);
+    if (partition_count < 0 || (closed = PyObject_GetAttr(lane->core, str_closed)) == NULL
+            || (transaction = PyObject_GetAttr(lane->core, str_transaction)) == NULL) {
+        goto done;
+    }
+    Py_ssize_t size = RECORD_OVERHEAD + PyBytes_GET_SIZE(value) + (key != Py_None ? PyBytes_GET_SIZE(key) : 0);
+    if (partition_count == 0 || closed != Py_False || transaction != Py_None
+            || size + BATCH_OVERHEAD > lane->max_request_size || size > lane->settings_buffer_memory) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    long long timestamp_value;
+    if (timestamp_ms == Py_None) {
+        timestamp_value = now_ms();
+        timestamp = PyLong_FromLongLong(timestamp_value);
+    } else if (get_long(timestamp_ms, &timestamp_value) == 0) {
+        timestamp = Py_NewRef(timestamp_ms);
+    } else {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (timestamp == NULL
+            || (number = pick_partition(lane, view, topic, key, partitions, partition_count, size)) == NULL
+            || (lookup = PyTuple_Pack(2, topic, number)) == NULL) {
+        goto done;
+    }
+    topic_partition = PyDict_GetItemWithError(lane->topic_partitions, lookup);
+    Py_XINCREF(topic_partition);
+    if (topic_partition == NULL) {
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        PyObject *arguments[] = {topic, number};
+        topic_partition = PyObject_Vectorcall(topic_partition_type, arguments, 2, NULL);
+        if (topic_partition == NULL || PyDict_SetItem(lane->topic_partitions, lookup, topic_partition) < 0) {
+            goto done;
+        }
+    }
+    result = lane_append(lane, topic_partition, timestamp, timestamp_value, key, value, size);
+done:
+    Py_XDECREF(view);
+    Py_XDECREF(partition_map);
+    Py_XDECREF(partitions);
+    Py_XDECREF(closed);
+    Py_XDECREF(transaction);
+    Py_XDECREF(timestamp);
+    Py_XDECREF(number);
+    Py_XDECREF(lookup);
+    Py_XDECREF(topic_partition);
+    return result;
+}
+
+static int
+attribute_long(PyObject *object, const char *name, long long *out)
+{
+    PyObject *attribute = PyObject_GetAttrString(object, name);
+    if (attribute == NULL) {
+        return -1;
+    }
+    int failed = get_long(attribute, out);
+    Py_DECREF(attribute);
+    if (failed) {
+        PyErr_Format(PyExc_TypeError, "%s is not an int", name);
+    }
+    return failed;
+}
+
+static int
+attribute_true(PyObject *object, const char *name, int *out)
+{
+    PyObject *attribute = PyObject_GetAttrString(object, name);
+    if (attribute == NULL) {
+        return -1;
+    }
+    *out = PyObject_IsTrue(attribute);
+    Py_DECREF(attribute);
+    return *out < 0 ? -1 : 0;
+}
+
+static PyObject *
+lane_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *core;
+    if (accumulator_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "kafkalite.client._speedups is not configured");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O:SendLane", &core)) {
+        return NULL;
+    }
+    SendLane *lane = (SendLane *)type->tp_alloc(type, 0);
+    if (lane == NULL) {
+        return NULL;
+    }
+    lane->core = Py_NewRef(core);
+    PyObject *lock = NULL, *settings = NULL;
+    if ((lane->metadata = PyObject_GetAttrString(core, "metadata")) == NULL
+            || (lane->accumulator = PyObject_GetAttrString(core, "accumulator")) == NULL
+            || (lane->partitioner = PyObject_GetAttrString(core, "partitioner")) == NULL
+            || (lane->topic_partitions = PyObject_GetAttrString(core, "_topic_partitions")) == NULL
+            || (settings = PyObject_GetAttrString(core, "settings")) == NULL) {
+        goto error;
+    }
+    if (Py_TYPE(lane->accumulator) != accumulator_type || !PyDict_CheckExact(lane->topic_partitions)) {
+        PyErr_SetString(PyExc_TypeError, "SendLane needs a core with a RecordAccumulator");
+        goto error;
+    }
+    if ((lock = PyObject_GetAttrString(lane->accumulator, "_lock")) == NULL
+            || (lane->acquire = PyObject_GetAttrString(lock, "acquire")) == NULL
+            || (lane->release = PyObject_GetAttrString(lock, "release")) == NULL
+            || (lane->partition_states = PyObject_GetAttrString(lane->accumulator, "_partitions")) == NULL
+            || attribute_long(lane->accumulator, "batch_size", &lane->batch_size) < 0
+            || attribute_long(lane->accumulator, "buffer_memory", &lane->buffer_memory) < 0
+            || attribute_long(settings, "max_request_size", &lane->max_request_size) < 0
+            || attribute_long(settings, "buffer_memory", &lane->settings_buffer_memory) < 0
+            || attribute_true(core, "plain_sends", &lane->plain_sends) < 0
+            || attribute_true(core, "_default_partitioner", &lane->default_partitioner) < 0) {
+        goto error;
+    }
+    if (!PyDict_CheckExact(lane->partition_states)) {
+        PyErr_SetString(PyExc_TypeError, "the accumulator's partitions are not a dict");
+        goto error;
+    }
+    Py_DECREF(lock);
+    Py_DECREF(settings);
+    return (PyObject *)lane;
+error:
+    Py_XDECREF(lock);
+    Py_XDECREF(settings);
+    Py_DECREF(lane);
+    return NULL;
+}
+
+static int
+lane_traverse(SendLane *lane, visitproc visit, void *arg)
+{
+    Py_VISIT(lane->core);
+    Py_VISIT(lane->metadata);
+    Py_VISIT(lane->accumulator);
+    Py_VISIT(lane->acquire);
+    Py_VISIT(lane->release);
+    Py_VISIT(lane->partition_states);
+    Py_VISIT(lane->partitioner);
+    Py_VISIT(lane->topic_partitions);
+    return 0;
+}
+
+static int
+lane_clear(SendLane *lane)
+{
+    Py_CLEAR(lane->core);
+    Py_CLEAR(lane->metadata);
+    Py_CLEAR(lane->accumulator);
+    Py_CLEAR(lane->acquire);
+    Py_CLEAR(lane->release);
+    Py_CLEAR(lane->partition_states);
+    Py_CLEAR(lane->partitioner);
+    Py_CLEAR(lane->topic_partitions);
+    return 0;
+}
+
+static void
+lane_dealloc(SendLane *lane)
+{
+    PyObject_GC_UnTrack(lane);
+    lane_clear(lane);
+    Py_TYPE(lane)->tp_free((PyObject *)lane);
+}
+
+static PyMethodDef lane_methods[] = {
+    {"send", (PyCFunction)(void (*)(void))lane_send, METH_FASTCALL, lane_send_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SendLaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafkalite.client._speedups.SendLane",
+    .tp_doc = PyDoc_STR("SendLane(core): ProducerCore.send_plain of one core, compiled."),
+    .tp_basicsize = sizeof(SendLane),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = lane_new,
+    .tp_dealloc = (destructor)lane_dealloc,
+    .tp_traverse = (traverseproc)lane_traverse,
+    .tp_clear = (inquiry)lane_clear,
+    .tp_methods = lane_methods,
+};
+
+PyDoc_STRVAR(configure_doc,
+"configure(record_accumulator, producer_batch, partition_state, record_future, topic_partition) -> None\n\n"
+"The classes SendLane works with; their slot offsets are looked up here, once.");
+
+static PyObject *
+speedups_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])
+            || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "configure takes four classes and the TopicPartition class");
+        return NULL;
+    }
+    PyTypeObject *accumulator = (PyTypeObject *)args[0], *batch = (PyTypeObject *)args[1],
+        *state = (PyTypeObject *)args[2], *future = (PyTypeObject *)args[3];
+    AccumulatorSlots accumulator_offsets;
+    BatchSlots batch_offsets;
+    Py_ssize_t batches_offset;
+    if (slot_offset(accumulator, "_closed", &accumulator_offsets.closed) < 0
+            || slot_offset(accumulator, "_closing", &accumulator_offsets.closing) < 0
+            || slot_offset(accumulator, "_used_memory", &accumulator_offsets.used_memory) < 0
+            || slot_offset(batch, "values", &batch_offsets.values) < 0 || slot_offset(batch, "keys", &batch_offsets.keys) < 0
+            || slot_offset(batch, "timestamps", &batch_offsets.timestamps) < 0
+            || slot_offset(batch, "headers", &batch_offsets.headers) < 0
+            || slot_offset(batch, "size", &batch_offsets.size) < 0
+            || slot_offset(batch, "memory", &batch_offsets.memory) < 0
+            || slot_offset(batch, "result", &batch_offsets.result) < 0
+            || slot_offset(batch, "closed", &batch_offsets.closed) < 0
+            || slot_offset(batch, "min_timestamp", &batch_offsets.min_timestamp) < 0
+            || slot_offset(batch, "max_timestamp", &batch_offsets.max_timestamp) < 0
+            || slot_offset(batch, "record_count", &batch_offsets.record_count) < 0
+            || slot_offset(state, "batches", &batches_offset) < 0) {
+        return NULL;
+    }
+    if (!PyType_IsSubtype(future, &FutureFieldsType) || future->tp_basicsize != FutureFieldsType.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "the record future class must be a slotless FutureFields subclass");
+        return NULL;
+    }
+    accumulator_slots = accumulator_offsets;
+    batch_slots = batch_offsets;
+    state_batches_slot = batches_offset;
+    Py_XSETREF(accumulator_type, (PyTypeObject *)Py_NewRef(accumulator));
+    Py_XSETREF(batch_type, (PyTypeObject *)Py_NewRef(batch));
+    Py_XSETREF(state_type, (PyTypeObject *)Py_NewRef(state));
+    Py_XSETREF(future_type, (PyTypeObject *)Py_NewRef(future));
+    Py_XSETREF(topic_partition_type, Py_NewRef(args[4]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))speedups_configure, METH_FASTCALL, configure_doc},
+    {"configure_futures", speedups_configure_futures, METH_O, configure_futures_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "kafkalite.client._speedups",
+    "The compiled twin of ProducerCore.send_plain (see kafkalite.client.producer_core).", -1, speedups_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+#define INTERN(variable, text)                          \
+    do {                                                \
+        variable = PyUnicode_InternFromString(text);    \
+        if (variable == NULL) {                         \
+            return NULL;                                \
+        }                                               \
+    } while (0)
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    INTERN(str_view, "view");
+    INTERN(str_partitions, "partitions");
+    INTERN(str_available, "available");
+    INTERN(str_closed, "closed");
+    INTERN(str_transaction, "transaction");
+    INTERN(str_partition, "partition");
+    INTERN(str_wakeup, "wakeup");
+    INTERN(str_append, "append");
+    INTERN(str_get, "get");
+    INTERN(str_topic_partition, "topic_partition");
+    INTERN(str_base_offset, "base_offset");
+    INTERN(str_log_append_time, "log_append_time");
+    if (PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&FutureFieldsType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "SendLane", (PyObject *)&SendLaneType) < 0
+            || PyModule_AddObjectRef(module, "FutureFields", (PyObject *)&FutureFieldsType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

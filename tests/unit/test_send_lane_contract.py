@@ -1,0 +1,149 @@
+"""The compiled send path (kafkalite.client._speedups) against its pure-Python twin.
+
+Two producer cores get the same sequence of ``send()`` calls, one through
+``ProducerCore.send_plain`` and one through the compiled ``SendLane``; afterwards their
+accumulators must hold the same batches (values, keys, timestamps, sizes, memory, closed flags)
+and every send must have answered alike: a future with the same fields and the same batch, or
+None (the general path's turn). The sequences mix keyed and keyless records, explicit
+timestamps, sizes that fill and close batches, a full ``buffer_memory``, unknown topics, other
+record shapes, a closed producer and a transaction. The compiled FutureFields must make the same
+RecordMetadata as the Python twin.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from kafkalite.client import futures
+from kafkalite.client.accumulator import ProducerBatch, RecordAccumulator, _PartitionState
+from kafkalite.client.futures import BatchResult, PyFutureFields, RecordFuture
+from kafkalite.client.metadata import ClusterView
+from kafkalite.client.partitioner import DefaultPartitioner
+from kafkalite.client.producer import ProducerSettings
+from kafkalite.client.producer_core import ProducerCore
+from kafkalite.client.types import RecordMetadata, TopicPartition
+
+try:
+    from kafkalite.client import _speedups as compiled
+except ImportError:  # pragma: no cover - a machine without a compiler
+    pytest.skip("the compiled extension is not built (no C compiler at install time)", allow_module_level=True)
+
+if not issubclass(RecordFuture, compiled.FutureFields):
+    pytest.skip("KAFKALITE_NO_EXTENSIONS=1: RecordFuture has the Python fields, which the compiled lane cannot make",
+                allow_module_level=True)
+compiled.configure(RecordAccumulator, ProducerBatch, _PartitionState, RecordFuture, TopicPartition)
+
+TOPICS = {"one": (0,), "keyed": (0, 1, 2, 3)}
+
+
+def new_core(batch_size: int, buffer_memory: int) -> ProducerCore:
+    core = ProducerCore(ProducerSettings.from_options({
+        "bootstrap_servers": "127.0.0.1:1", "batch_size": batch_size, "buffer_memory": buffer_memory,
+        "max_request_size": 4096, "acks": 1}))
+    core.metadata.view = ClusterView(partitions=dict(TOPICS), available=dict(TOPICS))
+    core.partitioner = DefaultPartitioner(batch_size, rng=random.Random(7))  # both cores pick alike
+    return core
+
+
+def snapshot(core: ProducerCore) -> Any:
+    accumulator = core.accumulator
+    order = {}
+    batches = []
+    for tp, state in sorted(accumulator._partitions.items()):
+        for batch in state.batches:
+            order[id(batch.result)] = len(order)
+            batches.append((tp, list(batch.values), None if batch.keys is None else list(batch.keys),
+                            list(batch.timestamps), batch.headers, batch.size, batch.memory, batch.record_count,
+                            batch.closed, batch.min_timestamp, batch.max_timestamp))
+    return batches, accumulator.used_memory, order
+
+
+def answer(future: Any, order: dict[int, int]) -> Any:
+    if future is None:
+        return None
+    return (type(future).__name__, order[id(future._batch)], future._index, future.timestamp_ms, future._key_size,
+            future._value_size, future._header_size)
+
+
+sends = st.lists(st.tuples(
+    st.sampled_from(["one", "one", "one", "keyed", "unknown"]),
+    st.one_of(st.binary(max_size=300), st.binary(min_size=900, max_size=1200), st.just("text")),
+    st.one_of(st.none(), st.none(), st.binary(min_size=1, max_size=8)),
+    st.one_of(st.none(), st.integers(0, 1 << 41)),
+    st.sampled_from([None, None, None, [("h", b"v")]]),
+), min_size=1, max_size=60)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sends, st.sampled_from([256, 2048, 16384]), st.sampled_from([3000, 20000, 1 << 20]), st.integers(0, 3))
+def test_both_send_paths_leave_the_same_batches(calls: list[Any], batch_size: int, buffer_memory: int,
+                                                 twist: int) -> None:
+    python_core = new_core(batch_size, buffer_memory)
+    compiled_core = new_core(batch_size, buffer_memory)
+    lane = compiled.SendLane(compiled_core)
+    python_answers: list[Any] = []
+    compiled_answers: list[Any] = []
+    for number, (topic, value, key, timestamp, headers) in enumerate(calls):
+        if twist == 1 and number == len(calls) // 2:
+            python_core.closed = compiled_core.closed = True
+        if twist == 2 and number == len(calls) // 2:  # a metadata refresh that no longer knows "keyed"
+            for core in (python_core, compiled_core):
+                core.metadata.view = ClusterView(partitions={"one": (0,)}, available={"one": (0,)})
+        timestamp = 1_700_000_000_000 + number if timestamp is None and twist == 3 else timestamp
+        arguments = (topic, value, key, headers, None, timestamp)
+        python_answers.append(ProducerCore.send_plain(python_core, *arguments))
+        compiled_answers.append(lane.send(*arguments))
+    python_batches, python_memory, python_order = snapshot(python_core)
+    compiled_batches, compiled_memory, compiled_order = snapshot(compiled_core)
+    if all(call[3] is not None for call in calls) or twist == 3:
+        assert python_batches == compiled_batches
+    else:  # "now" differs between the two runs: compare everything else
+        strip = [batch[:3] + batch[4:9] for batch in python_batches]
+        assert strip == [batch[:3] + batch[4:9] for batch in compiled_batches]
+    assert python_memory == compiled_memory
+    for call, python_future, compiled_future in zip(calls, python_answers, compiled_answers):
+        expected = answer(python_future, python_order)
+        got = answer(compiled_future, compiled_order)
+        if expected is not None and got is not None and call[3] is None and twist != 3:  # "now"
+            expected, got = expected[:3] + expected[4:], got[:3] + got[4:]
+        assert expected == got
+
+
+def test_a_transactional_core_takes_the_general_path() -> None:
+    core = new_core(16384, 1 << 20)
+    lane = compiled.SendLane(core)
+    core.transaction = object()  # type: ignore[assignment]
+    assert lane.send("one", b"v", None, None, None, 5) is None
+    assert core.accumulator.used_memory == 0
+
+
+def test_a_full_batch_wakes_the_sender_once() -> None:
+    core = new_core(61 + 2 * 112, 1 << 20)  # a batch's overhead and two records of 112 bytes fill it exactly
+    lane = compiled.SendLane(core)
+    wakes: list[int] = []
+    core.accumulator.wakeup = lambda: wakes.append(1)
+    first = lane.send("one", b"x" * 100, None, None, None, 1)  # opens a batch (Python's append)
+    second = lane.send("one", b"x" * 100, None, None, None, 2)  # fills it (the compiled append)
+    assert first is not None and second is not None and second._batch is first._batch
+    assert len(wakes) == 2 and core.accumulator._partitions[TopicPartition("one", 0)].batches[0].closed
+
+
+@pytest.mark.parametrize("base_offset", [-1, 0, 41])
+@pytest.mark.parametrize("log_append_time", [-1, 1_700_000_000_123])
+def test_future_fields_make_the_same_metadata(base_offset: int, log_append_time: int) -> None:
+    result = BatchResult(TopicPartition("t", 3))
+    result.succeed(base_offset, log_append_time, 0)
+    sizes = [random.randrange(-1, 100) for _ in range(3)]
+    native = compiled.FutureFields(result, 7, 1_700_000_000_000, *sizes)
+    python = PyFutureFields(result, 7, 1_700_000_000_000, *sizes)
+    made = native._metadata()
+    assert type(made) is RecordMetadata and made == python._metadata()
+    assert (native._batch, native._index, native.timestamp_ms) == (python._batch, python._index, python.timestamp_ms)
+
+
+def test_record_futures_use_the_compiled_fields() -> None:
+    assert futures.RecordFuture.__mro__[1] is compiled.FutureFields

@@ -17,8 +17,9 @@ rates are over all records of each side and the ratio is the median of the round
 is from the first call to the end of ``flush()``. ``--no-peer`` leaves the mock out (the line
 then gives the kafkalite rate alone).
 
-Exit status 0; 1 when a record of the mock's run failed; a failed kafkalite send raises. Concurrency: single-threaded driver; each producer runs
-its own I/O thread(s).
+Exit status 0; 1 when a record of the mock's run failed; a failed kafkalite send raises.
+
+Concurrency: single-threaded driver; each producer runs its own I/O thread(s).
 """
 
 from __future__ import annotations

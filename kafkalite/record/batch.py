@@ -280,35 +280,41 @@ def build_batch(
         raise ValueError("headers and values differ in length")
     if timestamps is None:
         timestamps = int(time.time() * 1000)
-    deltas: list[int] | None = None
+    timestamp_list: Sequence[int] | None = None
     if isinstance(timestamps, int):
         base_timestamp = max_timestamp = timestamps
     else:
         if len(timestamps) != count:
             raise ValueError("timestamps and values differ in length")
+        timestamp_list = timestamps
         base_timestamp = timestamps[0]
         max_timestamp = max(timestamps)
-        deltas = [timestamp - base_timestamp for timestamp in timestamps]
-    records = encode_records(values, keys, deltas, headers)
+    records = encode_records(values, keys, timestamp_list, headers, base_timestamp)
     return _assemble(records, count, count - 1, base_timestamp, max_timestamp, compression, base_offset,
                      partition_leader_epoch, producer_id, producer_epoch, base_sequence, timestamp_type,
                      transactional)
 
 
 def encode_records(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
-                   timestamp_deltas: Sequence[int] | None, headers: Sequence[Sequence[Header]] | None) -> bytes:
-    """The records section of ``values[i]`` with offset delta ``i`` (keys, timestamp deltas and
-    headers: one per value, or None for null keys, delta 0 and no headers), with the compiled
-    extension when it is loaded (:func:`py_encode_records` otherwise; both give equal bytes)."""
+                   timestamps: Sequence[int] | None, headers: Sequence[Sequence[Header]] | None,
+                   base_timestamp: int = 0) -> bytes:
+    """The records section of ``values[i]`` with offset delta ``i`` and timestamp delta
+    ``timestamps[i] - base_timestamp`` (keys, timestamps and headers: one per value, or None for
+    null keys, delta 0 and no headers), with the compiled extension when it is loaded
+    (:func:`py_encode_records` otherwise; both give equal bytes)."""
     if _EXTENSION is not None:
-        section: bytes = _EXTENSION.encode_records(values, keys, timestamp_deltas, headers)
+        section: bytes = _EXTENSION.encode_records(values, keys, timestamps, headers, base_timestamp)
         return section
-    return py_encode_records(values, keys, timestamp_deltas, headers)
+    return py_encode_records(values, keys, timestamps, headers, base_timestamp)
 
 
 def py_encode_records(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None,
-                      timestamp_deltas: Sequence[int] | None, headers: Sequence[Sequence[Header]] | None) -> bytes:
+                      timestamps: Sequence[int] | None, headers: Sequence[Sequence[Header]] | None,
+                      base_timestamp: int = 0) -> bytes:
     """:func:`encode_records` in Python: cached varints and one join per section."""
+    timestamp_deltas = timestamps
+    if timestamps is not None and base_timestamp:
+        timestamp_deltas = [timestamp - base_timestamp for timestamp in timestamps]
     count = len(values)
     if (keys is not None and len(keys) != count) or (timestamp_deltas is not None and len(timestamp_deltas) != count) \
             or (headers is not None and len(headers) != count):

@@ -67,10 +67,12 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 
 @FAST
-@given(record_sets())
-def test_encoding_gives_the_same_bytes(records: Any) -> None:
+@given(record_sets(), st.sampled_from([0, BASE_TIMESTAMP, -5]))
+def test_encoding_gives_the_same_bytes(records: Any, base_timestamp: int) -> None:
     values, keys, timestamp_deltas, headers = records
-    assert compiled.encode_records(values, keys, timestamp_deltas, headers) == \
+    timestamps = None if timestamp_deltas is None else [base_timestamp + delta for delta in timestamp_deltas]
+    assert compiled.encode_records(values, keys, timestamps, headers, base_timestamp) == \
+        py_encode_records(values, keys, timestamps, headers, base_timestamp) == \
         py_encode_records(values, keys, timestamp_deltas, headers)
 
 

@@ -46,6 +46,7 @@ static AccumulatorSlots accumulator_slots;
 static BatchSlots batch_slots;
 static Py_ssize_t state_batches_slot;
 
+static PyObject *str_acquire, *str_release;
 static PyObject *str_view, *str_partitions, *str_available, *str_closed, *str_transaction, *str_partition,
     *str_wakeup, *str_append, *str_get;
 
@@ -229,8 +230,21 @@ static PyMemberDef fields_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static PyObject *fields_add_callback(FutureFields *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+static PyObject *fields_add_errback(FutureFields *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+PyDoc_STRVAR(fields_add_callback_doc,
+"add_callback(function, *args, **kwargs) -> self\n\nCall function(*args, metadata, **kwargs) once the record is "
+"acknowledged (at once when it already is).");
+PyDoc_STRVAR(fields_add_errback_doc,
+"add_errback(function, *args, **kwargs) -> self\n\nCall function(*args, exception, **kwargs) if the send fails "
+"(at once when it already has).");
+
 static PyMethodDef fields_methods[] = {
     {"_metadata", (PyCFunction)fields_metadata, METH_NOARGS, fields_metadata_doc},
+    {"add_callback", (PyCFunction)(void (*)(void))fields_add_callback, METH_FASTCALL | METH_KEYWORDS,
+     fields_add_callback_doc},
+    {"add_errback", (PyCFunction)(void (*)(void))fields_add_errback, METH_FASTCALL | METH_KEYWORDS,
+     fields_add_errback_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -250,17 +264,219 @@ static PyTypeObject FutureFieldsType = {
     .tp_methods = fields_methods,
 };
 
-PyDoc_STRVAR(configure_futures_doc,
-"configure_futures(record_metadata) -> None\n\nThe RecordMetadata class FutureFields._metadata builds.");
+/* --- callbacks ----------------------------------------------------------------------------- */
 
+static PyObject *partial_type = NULL;
+static Py_ssize_t result_lock_slot, result_done_slot, result_error_slot, result_callbacks_slot;
+static PyTypeObject *result_type = NULL;
+
+/* ``function`` bound to ``args[1:]`` and ``kwargs`` (functools.partial), or ``function`` itself. */
 static PyObject *
-speedups_configure_futures(PyObject *module, PyObject *record_metadata)
+bind_call(PyObject *const *args, size_t nargsf, PyObject *kwnames, const char *name)
 {
-    if (!PyType_Check(record_metadata) || !PyType_IsSubtype((PyTypeObject *)record_metadata, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "record_metadata must be a NamedTuple class");
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1) {
+        PyErr_Format(PyExc_TypeError, "%s() needs a function", name);
         return NULL;
     }
-    Py_XSETREF(record_metadata_type, Py_NewRef(record_metadata));
+    if (nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        return Py_NewRef(args[0]);
+    }
+    return PyObject_Vectorcall(partial_type, args, nargs, kwnames);
+}
+
+/* Keep (future, call, on_success) for the batch's completion: 1, or 0 when the batch is already
+ * complete (the caller then calls at once), -1 on error. As BatchResult._register does. */
+static int
+register_callback(FutureFields *future, PyObject *call, PyObject *on_success)
+{
+    PyObject *batch = future->batch;
+    if (batch == NULL || Py_TYPE(batch) != result_type) {
+        PyErr_SetString(PyExc_TypeError, "the record future's batch is not a BatchResult");
+        return -1;
+    }
+    PyObject *lock = SLOT(batch, result_lock_slot);
+    if (lock == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the batch result has no lock");
+        return -1;
+    }
+    Py_INCREF(lock);
+    PyObject *acquired = PyObject_CallMethodNoArgs(lock, str_acquire);
+    if (acquired == NULL) {
+        Py_DECREF(lock);
+        return -1;
+    }
+    Py_DECREF(acquired);
+    int outcome = 0;
+    if (SLOT(batch, result_done_slot) != Py_True) {
+        PyObject *callbacks = SLOT(batch, result_callbacks_slot);
+        if (callbacks == NULL || callbacks == Py_None) {
+            callbacks = PyList_New(0);
+            if (callbacks == NULL) {
+                outcome = -1;
+            } else {
+                set_slot(batch, result_callbacks_slot, callbacks);
+            }
+        }
+        if (outcome == 0) {
+            PyObject *entry = PyTuple_Pack(3, (PyObject *)future, call, on_success);
+            outcome = entry == NULL || PyList_Append(callbacks, entry) < 0 ? -1 : 1;
+            Py_XDECREF(entry);
+        }
+    }
+    PyObject *error_type, *error_value, *error_traceback;
+    PyErr_Fetch(&error_type, &error_value, &error_traceback);
+    PyObject *released = PyObject_CallMethodNoArgs(lock, str_release);
+    Py_DECREF(lock);
+    if (released == NULL) {
+        Py_XDECREF(error_type);
+        Py_XDECREF(error_value);
+        Py_XDECREF(error_traceback);
+        return -1;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(error_type, error_value, error_traceback);
+    return outcome;
+}
+
+static PyObject *fields_metadata(FutureFields *self, PyObject *unused);
+
+static PyObject *
+fields_add_callback(FutureFields *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *call = bind_call(args, nargsf, kwnames, "add_callback");
+    if (call == NULL) {
+        return NULL;
+    }
+    int registered = register_callback(self, call, Py_True);
+    if (registered == 0 && SLOT(self->batch, result_error_slot) == Py_None) {
+        PyObject *metadata = fields_metadata(self, NULL);
+        PyObject *answer = metadata == NULL ? NULL : PyObject_CallOneArg(call, metadata);
+        Py_XDECREF(metadata);
+        if (answer == NULL) {
+            registered = -1;
+        }
+        Py_XDECREF(answer);
+    }
+    Py_DECREF(call);
+    return registered < 0 ? NULL : Py_NewRef((PyObject *)self);
+}
+
+static PyObject *
+fields_add_errback(FutureFields *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *call = bind_call(args, nargsf, kwnames, "add_errback");
+    if (call == NULL) {
+        return NULL;
+    }
+    int registered = register_callback(self, call, Py_False);
+    PyObject *error = registered == 0 ? SLOT(self->batch, result_error_slot) : NULL;
+    if (error != NULL && error != Py_None) {
+        PyObject *answer = PyObject_CallOneArg(call, error);
+        if (answer == NULL) {
+            registered = -1;
+        }
+        Py_XDECREF(answer);
+    }
+    Py_DECREF(call);
+    return registered < 0 ? NULL : Py_NewRef((PyObject *)self);
+}
+
+PyDoc_STRVAR(run_callbacks_doc,
+"run_callbacks(callbacks, result, error, report) -> None\n\n"
+"BatchResult._finish's loop: for each (future or None, function, on_success) entry, function(result) when\n"
+"the future is None, function(future._metadata()) on success, function(error) on failure; an exception\n"
+"a function raises goes to report(exception) and the loop goes on.");
+
+static PyObject *
+speedups_run_callbacks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "run_callbacks(callbacks: list, result, error, report)");
+        return NULL;
+    }
+    PyObject *callbacks = args[0], *result = args[1], *error = args[2], *report = args[3];
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(callbacks); index++) {
+        PyObject *entry = PyList_GET_ITEM(callbacks, index);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            continue;
+        }
+        Py_INCREF(entry);
+        PyObject *record = PyTuple_GET_ITEM(entry, 0), *function = PyTuple_GET_ITEM(entry, 1),
+            *on_success = PyTuple_GET_ITEM(entry, 2);
+        PyObject *answer = NULL, *argument = NULL;
+        int called = 1;
+        if (record == Py_None) {
+            answer = PyObject_CallOneArg(function, result);
+        } else if (error == Py_None) {
+            if (on_success == Py_True) {
+                argument = PyObject_TypeCheck(record, &FutureFieldsType)
+                    ? fields_metadata((FutureFields *)record, NULL) : PyObject_CallMethod(record, "_metadata", NULL);
+                answer = argument == NULL ? NULL : PyObject_CallOneArg(function, argument);
+            } else {
+                called = 0;
+            }
+        } else if (on_success != Py_True) {
+            answer = PyObject_CallOneArg(function, error);
+        } else {
+            called = 0;
+        }
+        Py_XDECREF(argument);
+        Py_DECREF(entry);
+        if (!called) {
+            continue;
+        }
+        if (answer == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                return NULL;  /* KeyboardInterrupt, SystemExit: not a callback's bug */
+            }
+            PyObject *error_type, *error_value, *error_traceback;
+            PyErr_Fetch(&error_type, &error_value, &error_traceback);
+            PyErr_NormalizeException(&error_type, &error_value, &error_traceback);
+            if (error_traceback != NULL && error_value != NULL) {
+                PyException_SetTraceback(error_value, error_traceback);
+            }
+            PyObject *reported = PyObject_CallOneArg(report, error_value != NULL ? error_value : Py_None);
+            Py_XDECREF(error_type);
+            Py_XDECREF(error_value);
+            Py_XDECREF(error_traceback);
+            if (reported == NULL) {
+                return NULL;
+            }
+            Py_DECREF(reported);
+            continue;
+        }
+        Py_DECREF(answer);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(configure_futures_doc,
+"configure_futures(record_metadata, batch_result, partial) -> None\n\n"
+"The RecordMetadata class FutureFields._metadata builds, the BatchResult class (its slots are looked up\n"
+"once) and functools.partial.");
+
+static PyObject *
+speedups_configure_futures(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)
+            || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "configure_futures(record_metadata, batch_result, partial)");
+        return NULL;
+    }
+    PyTypeObject *result = (PyTypeObject *)args[1];
+    Py_ssize_t lock, done, error, callbacks;
+    if (slot_offset(result, "_lock", &lock) < 0 || slot_offset(result, "done", &done) < 0
+            || slot_offset(result, "error", &error) < 0 || slot_offset(result, "_callbacks", &callbacks) < 0) {
+        return NULL;
+    }
+    result_lock_slot = lock;
+    result_done_slot = done;
+    result_error_slot = error;
+    result_callbacks_slot = callbacks;
+    Py_XSETREF(record_metadata_type, Py_NewRef(args[0]));
+    Py_XSETREF(result_type, (PyTypeObject *)Py_NewRef(args[1]));
+    Py_XSETREF(partial_type, Py_NewRef(args[2]));
     Py_RETURN_NONE;
 }
 
@@ -740,7 +956,9 @@ speedups_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef speedups_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))speedups_configure, METH_FASTCALL, configure_doc},
-    {"configure_futures", speedups_configure_futures, METH_O, configure_futures_doc},
+    {"configure_futures", (PyCFunction)(void (*)(void))speedups_configure_futures, METH_FASTCALL,
+     configure_futures_doc},
+    {"run_callbacks", (PyCFunction)(void (*)(void))speedups_run_callbacks, METH_FASTCALL, run_callbacks_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -761,6 +979,8 @@ static struct PyModuleDef speedups_module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    INTERN(str_acquire, "acquire");
+    INTERN(str_release, "release");
     INTERN(str_view, "view");
     INTERN(str_partitions, "partitions");
     INTERN(str_available, "available");

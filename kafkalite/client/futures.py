@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from kafkalite.client.types import BatchMetadata, RecordMetadata, TopicPartition
 from kafkalite.errors import KafkaTimeoutError
@@ -63,18 +63,7 @@ class BatchResult:
         if future is not None and not future.done():
             future.set_result(self)
         if callbacks:
-            error = self.error
-            for record, function, on_success in callbacks:
-                try:
-                    if record is None:
-                        function(self)
-                    elif error is None:
-                        if on_success:
-                            function(record._metadata())
-                    elif not on_success:
-                        function(error)
-                except Exception:  # a user callback's bug must not stop the sender
-                    log.exception("producer callback failed")
+            _run_callbacks(callbacks, self, self.error, _report_callback_error)
 
     def succeed(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
         if self.done:
@@ -95,7 +84,7 @@ class BatchResult:
         if not self._register(None, callback, None):
             callback(self)
 
-    def _register(self, record: RecordFuture | None, function: Callable[..., Any], on_success: bool | None) -> bool:
+    def _register(self, record: PyFutureFields | None, function: Callable[..., Any], on_success: bool | None) -> bool:
         """Keep one callback for completion; False when the batch is already complete."""
         with self._lock:
             if self.done:
@@ -152,6 +141,42 @@ class PyFutureFields:
         return RecordMetadata(tp.topic, tp.partition, tp, offset, timestamp, None, self._key_size,
                               self._value_size, self._header_size)
 
+    def add_callback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Self:
+        call = functools.partial(function, *args, **kwargs) if args or kwargs else function
+        batch = self._batch
+        if not batch._register(self, call, True) and batch.error is None:
+            call(self._metadata())
+        return self
+
+    def add_errback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Self:
+        call = functools.partial(function, *args, **kwargs) if args or kwargs else function
+        batch = self._batch
+        if not batch._register(self, call, False) and batch.error is not None:
+            call(batch.error)
+        return self
+
+
+def _report_callback_error(error: BaseException) -> None:
+    log.error("producer callback failed", exc_info=error)  # a user callback's bug must not stop the sender
+
+
+def py_run_callbacks(callbacks: list[tuple[Any, Callable[..., Any], bool | None]], result: BatchResult,
+                     error: BaseException | None, report: Callable[[BaseException], None]) -> None:
+    """:meth:`BatchResult._finish`'s loop: ``function(result)`` for a batch-level entry,
+    ``function(metadata)`` for a record's callback on success, ``function(error)`` for its
+    errback on failure; an exception a function raises goes to ``report``."""
+    for record, function, on_success in callbacks:
+        try:
+            if record is None:
+                function(result)
+            elif error is None:
+                if on_success:
+                    function(record._metadata())
+            elif not on_success:
+                function(error)
+        except Exception as exc:
+            report(exc)
+
 
 def _future_fields() -> type[PyFutureFields]:
     """The compiled FutureFields (configured) when the extension is loaded, else :class:`PyFutureFields`."""
@@ -161,10 +186,16 @@ def _future_fields() -> type[PyFutureFields]:
         from kafkalite.client import _speedups
     except ImportError:
         return PyFutureFields
-    _speedups.configure_futures(RecordMetadata)
+    _speedups.configure_futures(RecordMetadata, BatchResult, functools.partial)
+    global _run_callbacks
+    _run_callbacks = _speedups.run_callbacks
     fields: Any = _speedups.FutureFields  # the same fields and _metadata (tests/unit/test_speedups_contract.py)
     return cast("type[PyFutureFields]", fields)
 
+
+#: BatchResult._finish's loop: :func:`py_run_callbacks`, or its compiled twin once loaded.
+_run_callbacks: Callable[[list[tuple[Any, Callable[..., Any], bool | None]], BatchResult, BaseException | None,
+                          Callable[[BaseException], None]], None] = py_run_callbacks
 
 if TYPE_CHECKING:
     _FutureFields = PyFutureFields
@@ -212,20 +243,6 @@ class RecordFuture(_FutureFields):
         if batch.error is not None:
             raise batch.error
         return self._metadata()
-
-    def add_callback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
-        call = functools.partial(function, *args, **kwargs) if args or kwargs else function
-        batch = self._batch
-        if not batch._register(self, call, True) and batch.error is None:
-            call(self._metadata())
-        return self
-
-    def add_errback(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
-        call = functools.partial(function, *args, **kwargs) if args or kwargs else function
-        batch = self._batch
-        if not batch._register(self, call, False) and batch.error is not None:
-            call(batch.error)
-        return self
 
     def add_both(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> RecordFuture:
         self.add_callback(function, *args, **kwargs)

@@ -147,3 +147,62 @@ def test_future_fields_make_the_same_metadata(base_offset: int, log_append_time:
 
 def test_record_futures_use_the_compiled_fields() -> None:
     assert futures.RecordFuture.__mro__[1] is compiled.FutureFields
+
+
+class _PythonFuture(PyFutureFields):
+    __slots__ = ()
+
+
+def _callbacks_seen(future_class: Any, succeed: bool, late: bool) -> list[Any]:
+    """What callbacks and errbacks registered before (or after, ``late``) completion receive."""
+    seen: list[Any] = []
+    result = BatchResult(TopicPartition("t", 1))
+    future = future_class(result, 2, 1_700_000_000_000, 3, 4, -1)
+    error = ValueError("refused")
+
+    def register() -> None:
+        assert future.add_callback(lambda metadata: seen.append(("callback", metadata))) is future
+        future.add_callback(lambda tag, metadata, suffix="": seen.append((tag, metadata, suffix)), "bound",
+                            suffix="kw")
+        assert future.add_errback(lambda exception: seen.append(("errback", repr(exception)))) is future
+        future.add_errback(lambda tag, exception: seen.append((tag, repr(exception))), "bound-errback")
+
+    if not late:
+        register()
+    if succeed:
+        result.succeed(10, -1, 0)
+    else:
+        result.fail(error)
+    if late:
+        register()
+    return seen
+
+
+@pytest.mark.parametrize("succeed", [True, False])
+@pytest.mark.parametrize("late", [True, False])
+def test_compiled_callbacks_receive_what_python_ones_do(succeed: bool, late: bool) -> None:
+    python = _callbacks_seen(_PythonFuture, succeed, late)
+    native = _callbacks_seen(RecordFuture, succeed, late)
+    assert python == native and len(native) == 2
+    if succeed:
+        assert native[0] == ("callback", RecordMetadata("t", 1, TopicPartition("t", 1), 12, 1_700_000_000_000, None,
+                                                        3, 4, -1))
+
+
+def test_a_failing_callback_is_reported_and_the_others_still_run() -> None:
+    for run in (futures.py_run_callbacks, compiled.run_callbacks):
+        result = BatchResult(TopicPartition("t", 0))
+        result.base_offset = 5
+        order: list[Any] = []
+        future = RecordFuture(result, 0, 1, -1, 1, -1)
+
+        def broken(metadata: Any) -> None:
+            raise RuntimeError("a callback's bug")
+
+        entries = [(future, broken, True), (future, lambda metadata: order.append(metadata.offset), True),
+                   (None, lambda batch: order.append(batch), None), (future, order.append, False)]
+        reported: list[BaseException] = []
+        run(entries, result, None, reported.append)
+        assert order == [5, result] and [str(error) for error in reported] == ["a callback's bug"]
+        run(entries, result, KeyError("k"), reported.append)
+        assert isinstance(order[-1], KeyError) and order[-2] is result  # the batch-level entry runs either way

@@ -901,7 +901,7 @@ def _raise_interrupt(signal_number: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios, print the table, write the docs; 0, 1 on failure, 130 interrupted."""
-    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P8) and print "
+    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P9) and print "
                                      "one markdown table of the figures against the targets.")
     parser.add_argument("--quick", action="store_true", help="fewer records and a 1 GB log (under 3 minutes)")
     parser.add_argument("--only", metavar="P1,P3", help="run only these scenarios (comma-separated)")

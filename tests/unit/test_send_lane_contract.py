@@ -189,20 +189,20 @@ def test_compiled_callbacks_receive_what_python_ones_do(succeed: bool, late: boo
                                                         3, 4, -1))
 
 
-def test_a_failing_callback_is_reported_and_the_others_still_run() -> None:
-    for run in (futures.py_run_callbacks, compiled.run_callbacks):
-        result = BatchResult(TopicPartition("t", 0))
-        result.base_offset = 5
-        order: list[Any] = []
-        future = RecordFuture(result, 0, 1, -1, 1, -1)
+@pytest.mark.parametrize("run", [futures.py_run_callbacks, compiled.run_callbacks], ids=["python", "compiled"])
+def test_a_failing_callback_is_reported_and_the_others_still_run(run: Any) -> None:
+    result = BatchResult(TopicPartition("t", 0))
+    result.base_offset = 5
+    order: list[Any] = []
+    future = RecordFuture(result, 0, 1, -1, 1, -1)
 
-        def broken(metadata: Any) -> None:
-            raise RuntimeError("a callback's bug")
+    def broken(metadata: Any) -> None:
+        raise RuntimeError("a callback's bug")
 
-        entries = [(future, broken, True), (future, lambda metadata: order.append(metadata.offset), True),
-                   (None, lambda batch: order.append(batch), None), (future, order.append, False)]
-        reported: list[BaseException] = []
-        run(entries, result, None, reported.append)
-        assert order == [5, result] and [str(error) for error in reported] == ["a callback's bug"]
-        run(entries, result, KeyError("k"), reported.append)
-        assert isinstance(order[-1], KeyError) and order[-2] is result  # the batch-level entry runs either way
+    entries = [(future, broken, True), (future, lambda metadata: order.append(metadata.offset), True),
+               (None, order.append, None), (future, order.append, False)]
+    reported: list[BaseException] = []
+    run(entries, result, None, reported.append)
+    assert order == [5, result] and [str(error) for error in reported] == ["a callback's bug"]
+    run(entries, result, KeyError("k"), reported.append)
+    assert isinstance(order[-1], KeyError) and order[-2] is result  # the batch-level entry runs either way

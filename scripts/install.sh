@@ -63,12 +63,16 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
   fi
   echo "$want" > "$stamp"
 fi
-# kafkalite.record._speedups, rebuilt in place whenever its C source is newer than the built module.
-built="$(ls kafkalite/record/_speedups.*.so 2>/dev/null | head -n 1 || true)"
-if [ -z "$built" ] || [ kafkalite/record/_speedups.c -nt "$built" ]; then
-  echo "building the compiled record codec (kafkalite.record._speedups)"
+# The C extensions (setup.py), rebuilt in place whenever a C source is newer than its built module.
+stale=""
+for source in kafkalite/record/_speedups.c kafkalite/client/_speedups.c; do
+  built="$(ls "${source%.c}".*.so 2>/dev/null | head -n 1 || true)"
+  if [ -z "$built" ] || [ "$source" -nt "$built" ]; then stale="$stale $source"; fi
+done
+if [ -n "$stale" ]; then
+  echo "building the C extensions:$stale"
   if ! .venv/bin/python setup.py -q build_ext --inplace >".venv/build-ext.log" 2>&1; then
-    echo "Warning: the C extension did not build (.venv/build-ext.log); kafkalite runs its pure-Python code" >&2
+    echo "Warning: the C extensions did not build (.venv/build-ext.log); kafkalite runs its pure-Python code" >&2
   fi
 fi
 

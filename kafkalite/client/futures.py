@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 from kafkalite.client.types import BatchMetadata, RecordMetadata, TopicPartition
 from kafkalite.errors import KafkaTimeoutError
-from kafkalite.record.speedups import extensions_disabled
+from kafkalite.record.speedups import load_extension
 
 log = logging.getLogger(__name__)
 
@@ -180,16 +180,13 @@ def py_run_callbacks(callbacks: list[tuple[Any, Callable[..., Any], bool | None]
 
 def _future_fields() -> type[PyFutureFields]:
     """The compiled FutureFields (configured) when the extension is loaded, else :class:`PyFutureFields`."""
-    if extensions_disabled():
+    extension = load_extension("kafkalite.client._speedups")
+    if extension is None:
         return PyFutureFields
-    try:
-        from kafkalite.client import _speedups
-    except ImportError:
-        return PyFutureFields
-    _speedups.configure_futures(RecordMetadata, BatchResult, functools.partial)
+    extension.configure_futures(RecordMetadata, BatchResult, functools.partial)
     global _run_callbacks
-    _run_callbacks = _speedups.run_callbacks
-    fields: Any = _speedups.FutureFields  # the same fields and _metadata (tests/unit/test_speedups_contract.py)
+    _run_callbacks = extension.run_callbacks
+    fields: Any = extension.FutureFields  # the same fields and _metadata (tests/unit/test_speedups_contract.py)
     return cast("type[PyFutureFields]", fields)
 
 

@@ -52,7 +52,7 @@ from kafkalite.errors import (
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from kafkalite.record.speedups import extensions_disabled
+from kafkalite.record.speedups import load_extension
 from kafkalite.transport import AsyncTransport
 
 _IN_TRANSACTION = TxnState.IN_TRANSACTION
@@ -450,14 +450,11 @@ class ProducerCore:
 def _load_lane_class() -> Any:
     """``kafkalite.client._speedups.SendLane`` (configured), or None when the extension is
     missing or ``KAFKALITE_NO_EXTENSIONS`` asks for Python."""
-    if extensions_disabled():
+    extension = load_extension("kafkalite.client._speedups")
+    if extension is None:
         return None
-    try:
-        from kafkalite.client import _speedups
-    except ImportError:
-        return None
-    _speedups.configure(RecordAccumulator, ProducerBatch, _PartitionState, RecordFuture, TopicPartition)
-    return _speedups.SendLane
+    extension.configure(RecordAccumulator, ProducerBatch, _PartitionState, RecordFuture, TopicPartition)
+    return extension.SendLane
 
 
 _LANE_CLASS = _load_lane_class()

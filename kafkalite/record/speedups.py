@@ -13,12 +13,13 @@ Concurrency: decided once at import; the extension's functions are pure.
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
 from kafkalite.errors import CorruptRecordError, InvalidRecordError
 
-__all__ = ["EXTENSION", "IMPLEMENTATION", "extensions_disabled"]
+__all__ = ["EXTENSION", "IMPLEMENTATION", "extensions_disabled", "load_extension"]
 
 
 def extensions_disabled() -> bool:
@@ -26,15 +27,22 @@ def extensions_disabled() -> bool:
     return os.environ.get("KAFKALITE_NO_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _load() -> ModuleType | None:
+def load_extension(name: str) -> ModuleType | None:
+    """The compiled module ``name`` (``kafkalite.record._speedups``, ``kafkalite.client._speedups``),
+    or None when it was not built or ``KAFKALITE_NO_EXTENSIONS`` asks for the Python code."""
     if extensions_disabled():
         return None
     try:
-        from kafkalite.record import _speedups
+        return importlib.import_module(name)
     except ImportError:
         return None
-    _speedups.configure(CorruptRecordError, InvalidRecordError)
-    return _speedups
+
+
+def _load() -> ModuleType | None:
+    extension = load_extension("kafkalite.record._speedups")
+    if extension is not None:
+        extension.configure(CorruptRecordError, InvalidRecordError)
+    return extension
 
 
 EXTENSION: ModuleType | None = _load()

@@ -12,12 +12,21 @@
  * RecordFuture at the offsets their member descriptors give (configure() looks them up once),
  * and checks each object's exact type before it does; a subclass or anything unexpected goes to
  * the Python code. A lane keeps what a ProducerCore fixes at its creation (its accumulator, lock,
- * partitioner, settings); what changes (the metadata snapshot, closed, the transaction, the
- * accumulator's memory and state) is read on every send.
+ * partitioner, settings, whether it is transactional); what changes (the metadata snapshot, closed, the
+ * accumulator's memory and state) is read on every send; the topic's partitions are kept from
+ * one send to the next while the metadata snapshot (replaced, never changed) stays the same.
  *
  * Concurrency: callable from any thread. It holds the interpreter lock throughout and the
  * accumulator's lock (the same threading.Lock its Python methods take) while it touches the
- * accumulator's state, as RecordAccumulator.append does.
+ * accumulator's state, as RecordAccumulator.append does, or finds that lock free and touches the
+ * state without running any Python code or letting go of the interpreter lock, so that no other
+ * thread can take the lock or see the state half changed (the futures it returns are allocated
+ * before, since allocating may run a collection and with it Python code).
+ *
+ * send_record(topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None) is
+ * KafkaProducer.send itself when the extension is loaded: it parses send()'s arguments, takes
+ * the common record, and calls the producer's Python send (bind()) for everything else, with the
+ * arguments as given, so that other shapes, waits and errors are the Python code's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -481,20 +490,12 @@ speedups_configure_futures(PyObject *module, PyObject *const *args, Py_ssize_t n
 }
 
 /* The record future of record ``index`` of the batch whose result is ``result``. */
-static PyObject *
-new_future(PyObject *result, long long index, long long timestamp, Py_ssize_t key_size, Py_ssize_t value_size)
+/* A future with no batch yet: allocated before the accumulator's state is read, as allocating
+ * a collected object may run a collection (and with it Python code that lets another thread in). */
+static FutureFields *
+blank_future(void)
 {
-    FutureFields *future = (FutureFields *)future_type->tp_alloc(future_type, 0);
-    if (future == NULL) {
-        return NULL;
-    }
-    future->batch = Py_NewRef(result);
-    future->index = index;
-    future->timestamp_ms = timestamp;
-    future->key_size = key_size;
-    future->value_size = value_size;
-    future->header_size = -1;
-    return (PyObject *)future;
+    return (FutureFields *)future_type->tp_alloc(future_type, 0);
 }
 
 typedef struct {
@@ -504,6 +505,7 @@ typedef struct {
     PyObject *accumulator;
     PyObject *acquire;
     PyObject *release;
+    PyObject *locked;
     PyObject *partition_states;
     PyObject *partitioner;
     PyObject *topic_partitions;
@@ -513,13 +515,29 @@ typedef struct {
     long long settings_buffer_memory;
     int plain_sends;
     int default_partitioner;
+    int transactional;
+    /* the last topic's lookup in the last metadata snapshot (snapshots are replaced, never changed) */
+    PyObject *cached_view;
+    PyObject *cached_topic;
+    PyObject *cached_partitions;
+    Py_ssize_t cached_count;
+    /* the last TopicPartition used */
+    PyObject *cached_partition_topic;
+    long long cached_partition_number;
+    PyObject *cached_topic_partition;
+    /* send_record's owner (a weak reference) and the Python send it falls back to */
+    PyObject *owner;
+    PyObject *fallback;
 } SendLane;
 
-/* RecordAccumulator.append for a record that fits its partition's open batch; NotImplemented
- * (nothing changed) when the Python method must decide. Called with the accumulator's lock held. */
+/* RecordAccumulator.append for a record that fits its partition's open batch: fills in `future`
+ * and returns it, or NotImplemented (nothing changed) when the Python method must decide. Called
+ * with the accumulator's lock held, or with the lock free: nothing in here runs Python code or
+ * lets go of the interpreter lock, so no other thread can take the accumulator's lock (or change
+ * what it guards) before this returns. */
 static PyObject *
 append_locked(SendLane *lane, PyObject *topic_partition, PyObject *timestamp, long long timestamp_value,
-              PyObject *key, PyObject *value, Py_ssize_t size, int *wake)
+              PyObject *key, PyObject *value, Py_ssize_t size, FutureFields *future, int *wake)
 {
     PyObject *accumulator = lane->accumulator;
     long long used, batch_bytes, record_count, memory, lowest, highest;
@@ -572,9 +590,7 @@ append_locked(SendLane *lane, PyObject *topic_partition, PyObject *timestamp, lo
     PyObject *new_count = PyLong_FromLongLong(record_count + 1);
     PyObject *new_memory = PyLong_FromLongLong(memory + size);
     PyObject *new_used = PyLong_FromLongLong(used + size);
-    PyObject *future = new_future(batch_result, record_count, timestamp_value, key == Py_None ? -1 : PyBytes_GET_SIZE(key),
-                                  PyBytes_GET_SIZE(value));
-    if (new_size == NULL || new_count == NULL || new_memory == NULL || new_used == NULL || future == NULL
+    if (new_size == NULL || new_count == NULL || new_memory == NULL || new_used == NULL
             || PyList_Append(values, value) < 0) {
         goto failed;
     }
@@ -600,14 +616,19 @@ append_locked(SendLane *lane, PyObject *topic_partition, PyObject *timestamp, lo
         set_slot(batch, batch_slots.closed, Py_NewRef(Py_True));
         *wake = 1;
     }
-    result = future;
+    Py_XSETREF(future->batch, Py_NewRef(batch_result));
+    future->index = record_count;
+    future->timestamp_ms = timestamp_value;
+    future->key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+    future->value_size = PyBytes_GET_SIZE(value);
+    future->header_size = -1;
+    result = Py_NewRef((PyObject *)future);
     goto done;
 failed:
     Py_XDECREF(new_size);
     Py_XDECREF(new_count);
     Py_XDECREF(new_memory);
     Py_XDECREF(new_used);
-    Py_XDECREF(future);
 done:
     Py_DECREF(batch);
     return result;
@@ -617,25 +638,44 @@ static PyObject *
 lane_append(SendLane *lane, PyObject *topic_partition, PyObject *timestamp, long long timestamp_value,
             PyObject *key, PyObject *value, Py_ssize_t size)
 {
-    PyObject *acquired = PyObject_CallNoArgs(lane->acquire);
-    if (acquired == NULL) {
+    FutureFields *future = blank_future();
+    if (future == NULL) {
         return NULL;
     }
-    Py_DECREF(acquired);
     int wake = 0;
-    PyObject *result = append_locked(lane, topic_partition, timestamp, timestamp_value, key, value, size, &wake);
-    PyObject *error_type, *error_value, *error_traceback;
-    PyErr_Fetch(&error_type, &error_value, &error_traceback);
-    PyObject *released = PyObject_CallNoArgs(lane->release);
-    if (released == NULL) {
-        Py_XDECREF(error_type);
-        Py_XDECREF(error_value);
-        Py_XDECREF(error_traceback);
-        Py_XDECREF(result);
+    PyObject *result;
+    PyObject *locked = PyObject_CallNoArgs(lane->locked);
+    if (locked == NULL) {
+        Py_DECREF(future);
         return NULL;
     }
-    Py_DECREF(released);
-    PyErr_Restore(error_type, error_value, error_traceback);
+    Py_DECREF(locked);
+    if (locked == Py_False) {
+        /* Nobody is inside the accumulator's lock, and no other thread runs until this returns. */
+        result = append_locked(lane, topic_partition, timestamp, timestamp_value, key, value, size, future, &wake);
+    } else {
+        PyObject *acquired = PyObject_CallNoArgs(lane->acquire);
+        if (acquired == NULL) {
+            Py_DECREF(future);
+            return NULL;
+        }
+        Py_DECREF(acquired);
+        result = append_locked(lane, topic_partition, timestamp, timestamp_value, key, value, size, future, &wake);
+        PyObject *error_type, *error_value, *error_traceback;
+        PyErr_Fetch(&error_type, &error_value, &error_traceback);
+        PyObject *released = PyObject_CallNoArgs(lane->release);
+        if (released == NULL) {
+            Py_XDECREF(error_type);
+            Py_XDECREF(error_value);
+            Py_XDECREF(error_traceback);
+            Py_XDECREF(result);
+            Py_DECREF(future);
+            return NULL;
+        }
+        Py_DECREF(released);
+        PyErr_Restore(error_type, error_value, error_traceback);
+    }
+    Py_DECREF(future);
     if (result == NULL) {
         return NULL;
     }
@@ -701,31 +741,46 @@ lane_send(SendLane *lane, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *topic = args[0], *value = args[1], *key = args[2], *timestamp_ms = args[5];
     if (args[3] != Py_None || args[4] != Py_None || !PyBytes_CheckExact(value) || !lane->plain_sends
-            || (key != Py_None && !PyBytes_CheckExact(key))
+            || lane->transactional || (key != Py_None && !PyBytes_CheckExact(key))
             || (timestamp_ms != Py_None && !PyLong_CheckExact(timestamp_ms))) {
         Py_RETURN_NONE;
     }
-    PyObject *result = NULL, *view = NULL, *partition_map = NULL, *partitions = NULL, *closed = NULL,
-        *transaction = NULL, *timestamp = NULL, *number = NULL, *lookup = NULL, *topic_partition = NULL;
-    if ((view = PyObject_GetAttr(lane->metadata, str_view)) == NULL
-            || (partition_map = PyObject_GetAttr(view, str_partitions)) == NULL) {
-        goto done;
+    PyObject *result = NULL, *view = NULL, *closed = NULL, *timestamp = NULL, *number = NULL, *lookup = NULL,
+        *topic_partition = NULL;
+    if ((view = PyObject_GetAttr(lane->metadata, str_view)) == NULL) {
+        return NULL;
     }
-    partitions = PyDict_CheckExact(partition_map) ? PyDict_GetItemWithError(partition_map, topic) : NULL;
-    Py_XINCREF(partitions);
-    if (partitions == NULL) {
-        if (!PyErr_Occurred()) {
-            result = Py_NewRef(Py_None);  /* not known (or not a plain dict): the general path decides */
+    if (view != lane->cached_view || topic != lane->cached_topic) {
+        PyObject *partition_map = PyObject_GetAttr(view, str_partitions);
+        if (partition_map == NULL) {
+            goto done;
         }
-        goto done;
+        PyObject *partitions = PyDict_CheckExact(partition_map) ? PyDict_GetItemWithError(partition_map, topic) : NULL;
+        Py_XINCREF(partitions);
+        Py_DECREF(partition_map);
+        if (partitions == NULL) {
+            if (!PyErr_Occurred()) {
+                result = Py_NewRef(Py_None);  /* not known (or not a plain dict): the general path decides */
+            }
+            goto done;
+        }
+        Py_ssize_t count = PyObject_Length(partitions);
+        if (count < 0) {
+            Py_DECREF(partitions);
+            goto done;
+        }
+        Py_XSETREF(lane->cached_view, Py_NewRef(view));
+        Py_XSETREF(lane->cached_topic, Py_NewRef(topic));
+        Py_XSETREF(lane->cached_partitions, partitions);
+        lane->cached_count = count;
     }
-    Py_ssize_t partition_count = PyObject_Length(partitions);
-    if (partition_count < 0 || (closed = PyObject_GetAttr(lane->core, str_closed)) == NULL
-            || (transaction = PyObject_GetAttr(lane->core, str_transaction)) == NULL) {
+    PyObject *partitions = lane->cached_partitions;
+    Py_ssize_t partition_count = lane->cached_count;
+    if ((closed = PyObject_GetAttr(lane->core, str_closed)) == NULL) {
         goto done;
     }
     Py_ssize_t size = RECORD_OVERHEAD + PyBytes_GET_SIZE(value) + (key != Py_None ? PyBytes_GET_SIZE(key) : 0);
-    if (partition_count == 0 || closed != Py_False || transaction != Py_None
+    if (partition_count == 0 || closed != Py_False
             || size + BATCH_OVERHEAD > lane->max_request_size || size > lane->settings_buffer_memory) {
         result = Py_NewRef(Py_None);
         goto done;
@@ -740,35 +795,146 @@ lane_send(SendLane *lane, PyObject *const *args, Py_ssize_t nargs)
         result = Py_NewRef(Py_None);
         goto done;
     }
+    long long number_value;
     if (timestamp == NULL
-            || (number = pick_partition(lane, view, topic, key, partitions, partition_count, size)) == NULL
-            || (lookup = PyTuple_Pack(2, topic, number)) == NULL) {
+            || (number = pick_partition(lane, view, topic, key, partitions, partition_count, size)) == NULL) {
         goto done;
     }
-    topic_partition = PyDict_GetItemWithError(lane->topic_partitions, lookup);
-    Py_XINCREF(topic_partition);
-    if (topic_partition == NULL) {
-        if (PyErr_Occurred()) {
+    if (get_long(number, &number_value) < 0) {
+        PyErr_SetString(PyExc_TypeError, "the partitioner did not give an int");
+        goto done;
+    }
+    if (topic == lane->cached_partition_topic && number_value == lane->cached_partition_number) {
+        topic_partition = Py_NewRef(lane->cached_topic_partition);
+    } else {
+        if ((lookup = PyTuple_Pack(2, topic, number)) == NULL) {
             goto done;
         }
-        PyObject *arguments[] = {topic, number};
-        topic_partition = PyObject_Vectorcall(topic_partition_type, arguments, 2, NULL);
-        if (topic_partition == NULL || PyDict_SetItem(lane->topic_partitions, lookup, topic_partition) < 0) {
-            goto done;
+        topic_partition = PyDict_GetItemWithError(lane->topic_partitions, lookup);
+        Py_XINCREF(topic_partition);
+        if (topic_partition == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            PyObject *arguments[] = {topic, number};
+            topic_partition = PyObject_Vectorcall(topic_partition_type, arguments, 2, NULL);
+            if (topic_partition == NULL || PyDict_SetItem(lane->topic_partitions, lookup, topic_partition) < 0) {
+                goto done;
+            }
         }
+        Py_XSETREF(lane->cached_partition_topic, Py_NewRef(topic));
+        Py_XSETREF(lane->cached_topic_partition, Py_NewRef(topic_partition));
+        lane->cached_partition_number = number_value;
     }
     result = lane_append(lane, topic_partition, timestamp, timestamp_value, key, value, size);
 done:
     Py_XDECREF(view);
-    Py_XDECREF(partition_map);
-    Py_XDECREF(partitions);
     Py_XDECREF(closed);
-    Py_XDECREF(transaction);
     Py_XDECREF(timestamp);
     Py_XDECREF(number);
     Py_XDECREF(lookup);
     Py_XDECREF(topic_partition);
     return result;
+}
+
+static const char *const send_record_names[] = {"topic", "value", "key", "headers", "partition", "timestamp_ms"};
+
+/* The owner's Python send(*args, **kwargs), for every call the lane does not take. */
+static PyObject *
+call_fallback(SendLane *lane, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (lane->owner == NULL || lane->fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the send lane is not bound to a producer");
+        return NULL;
+    }
+    PyObject *owner = PyWeakref_GetObject(lane->owner);
+    if (owner == NULL) {
+        return NULL;
+    }
+    if (owner == Py_None) {
+        PyErr_SetString(PyExc_ReferenceError, "the producer of this send() is gone");
+        return NULL;
+    }
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[16];
+    PyObject **arguments = total < 16 ? small : PyMem_New(PyObject *, total + 1);
+    if (arguments == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_INCREF(owner);
+    arguments[0] = owner;
+    for (Py_ssize_t index = 0; index < total; index++) {
+        arguments[index + 1] = args[index];
+    }
+    PyObject *result = PyObject_Vectorcall(lane->fallback, arguments, nargs + 1, kwnames);
+    Py_DECREF(owner);
+    if (arguments != small) {
+        PyMem_Free(arguments);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(lane_send_record_doc,
+"send_record($self, /, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None)\n--\n\n"
+"KafkaProducer.send of the producer this lane is bound to: the common record in one call, and\n"
+"anything else (and every error) through the producer's Python send.");
+
+static PyObject *
+lane_send_record(SendLane *lane, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *fields[6] = {NULL, Py_None, Py_None, Py_None, Py_None, Py_None};
+    if (nargs < 1 || nargs > 6) {
+        return call_fallback(lane, args, nargsf, kwnames);
+    }
+    for (Py_ssize_t index = 0; index < nargs; index++) {
+        fields[index] = args[index];
+    }
+    if (kwnames != NULL) {
+        Py_ssize_t keywords = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t index = 0; index < keywords; index++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, index);
+            Py_ssize_t field = -1;
+            for (Py_ssize_t candidate = 1; candidate < 6; candidate++) {
+                if (PyUnicode_CompareWithASCIIString(name, send_record_names[candidate]) == 0) {
+                    field = candidate;
+                    break;
+                }
+            }
+            if (field < nargs) {  /* unknown, positional-only or given twice: Python says which */
+                return call_fallback(lane, args, nargsf, kwnames);
+            }
+            fields[field] = args[nargs + index];
+        }
+    }
+    PyObject *future = lane_send(lane, fields, 6);
+    if (future != Py_None) {
+        return future;
+    }
+    Py_DECREF(future);
+    return call_fallback(lane, fields, 6, NULL);
+}
+
+PyDoc_STRVAR(lane_bind_doc,
+"bind(owner, fallback) -> None\n\n"
+"send_record's owner (held weakly) and the function it calls as fallback(owner, ...) for what the\n"
+"lane does not take.");
+
+static PyObject *
+lane_bind(SendLane *lane, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "bind takes the owner and a callable");
+        return NULL;
+    }
+    PyObject *reference = PyWeakref_NewRef(args[0], NULL);
+    if (reference == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(lane->owner, reference);
+    Py_XSETREF(lane->fallback, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
 }
 
 static int
@@ -814,7 +980,7 @@ lane_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     lane->core = Py_NewRef(core);
-    PyObject *lock = NULL, *settings = NULL;
+    PyObject *lock = NULL, *settings = NULL, *transaction = NULL;
     if ((lane->metadata = PyObject_GetAttrString(core, "metadata")) == NULL
             || (lane->accumulator = PyObject_GetAttrString(core, "accumulator")) == NULL
             || (lane->partitioner = PyObject_GetAttrString(core, "partitioner")) == NULL
@@ -829,25 +995,30 @@ lane_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if ((lock = PyObject_GetAttrString(lane->accumulator, "_lock")) == NULL
             || (lane->acquire = PyObject_GetAttrString(lock, "acquire")) == NULL
             || (lane->release = PyObject_GetAttrString(lock, "release")) == NULL
+            || (lane->locked = PyObject_GetAttrString(lock, "locked")) == NULL
             || (lane->partition_states = PyObject_GetAttrString(lane->accumulator, "_partitions")) == NULL
             || attribute_long(lane->accumulator, "batch_size", &lane->batch_size) < 0
             || attribute_long(lane->accumulator, "buffer_memory", &lane->buffer_memory) < 0
             || attribute_long(settings, "max_request_size", &lane->max_request_size) < 0
             || attribute_long(settings, "buffer_memory", &lane->settings_buffer_memory) < 0
             || attribute_true(core, "plain_sends", &lane->plain_sends) < 0
-            || attribute_true(core, "_default_partitioner", &lane->default_partitioner) < 0) {
+            || attribute_true(core, "_default_partitioner", &lane->default_partitioner) < 0
+            || (transaction = PyObject_GetAttr(core, str_transaction)) == NULL) {
         goto error;
     }
+    lane->transactional = transaction != Py_None;  /* fixed when the core is made */
     if (!PyDict_CheckExact(lane->partition_states)) {
         PyErr_SetString(PyExc_TypeError, "the accumulator's partitions are not a dict");
         goto error;
     }
     Py_DECREF(lock);
     Py_DECREF(settings);
+    Py_DECREF(transaction);
     return (PyObject *)lane;
 error:
     Py_XDECREF(lock);
     Py_XDECREF(settings);
+    Py_XDECREF(transaction);
     Py_DECREF(lane);
     return NULL;
 }
@@ -863,6 +1034,14 @@ lane_traverse(SendLane *lane, visitproc visit, void *arg)
     Py_VISIT(lane->partition_states);
     Py_VISIT(lane->partitioner);
     Py_VISIT(lane->topic_partitions);
+    Py_VISIT(lane->locked);
+    Py_VISIT(lane->cached_view);
+    Py_VISIT(lane->cached_topic);
+    Py_VISIT(lane->cached_partitions);
+    Py_VISIT(lane->cached_partition_topic);
+    Py_VISIT(lane->cached_topic_partition);
+    Py_VISIT(lane->owner);
+    Py_VISIT(lane->fallback);
     return 0;
 }
 
@@ -877,6 +1056,14 @@ lane_clear(SendLane *lane)
     Py_CLEAR(lane->partition_states);
     Py_CLEAR(lane->partitioner);
     Py_CLEAR(lane->topic_partitions);
+    Py_CLEAR(lane->locked);
+    Py_CLEAR(lane->cached_view);
+    Py_CLEAR(lane->cached_topic);
+    Py_CLEAR(lane->cached_partitions);
+    Py_CLEAR(lane->cached_partition_topic);
+    Py_CLEAR(lane->cached_topic_partition);
+    Py_CLEAR(lane->owner);
+    Py_CLEAR(lane->fallback);
     return 0;
 }
 
@@ -890,6 +1077,9 @@ lane_dealloc(SendLane *lane)
 
 static PyMethodDef lane_methods[] = {
     {"send", (PyCFunction)(void (*)(void))lane_send, METH_FASTCALL, lane_send_doc},
+    {"send_record", (PyCFunction)(void (*)(void))lane_send_record, METH_FASTCALL | METH_KEYWORDS,
+     lane_send_record_doc},
+    {"bind", (PyCFunction)(void (*)(void))lane_bind, METH_FASTCALL, lane_bind_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -82,6 +82,12 @@ class KafkaProducer:
             raise
         self._closed = False
         self._finalizer = weakref.finalize(self, _stop_loop, self._loop)
+        lane = self._core.lane
+        if lane is not None and type(self).send is KafkaProducer.send:
+            # send() enters the compiled lane directly, which calls KafkaProducer.send for
+            # whatever it does not take (other record shapes, waits, errors)
+            lane.bind(self, KafkaProducer.send)
+            vars(self)["send"] = lane.send_record
 
     def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:

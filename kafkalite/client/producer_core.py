@@ -150,10 +150,12 @@ class ProducerCore:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.closed = False
+        #: The compiled ``SendLane`` of this core, or None (pure Python)
+        self.lane: Any = _LANE_CLASS(self) if _LANE_CLASS is not None else None
         #: ``send_common(topic, value, key, headers, partition, timestamp_ms)``: :meth:`send_plain`,
         #: compiled when the extension is loaded (the same results); what ``send()`` tries first.
         self.send_common: Callable[[str, Any, Any, Any, int | None, int | None], RecordFuture | None] = \
-            _send_lane(self)
+            self.lane.send if self.lane is not None else self.send_plain
 
     async def start(self) -> None:
         """Start the metadata refresher and the sender on the running loop."""
@@ -461,9 +463,3 @@ _LANE_CLASS = _load_lane_class()
 #: Which send path producers use: "compiled" or "pure-python".
 SEND_IMPLEMENTATION = "compiled" if _LANE_CLASS is not None else "pure-python"
 
-
-def _send_lane(core: ProducerCore) -> Callable[[str, Any, Any, Any, int | None, int | None], RecordFuture | None]:
-    if _LANE_CLASS is None:
-        return core.send_plain
-    send: Callable[[str, Any, Any, Any, int | None, int | None], RecordFuture | None] = _LANE_CLASS(core).send
-    return send

@@ -639,6 +639,39 @@ def test_context_managers_close_cleanly(cluster: BrokerCluster, tmp_path: Path) 
         assert "ctx" in consumer.topics()
 
 
+def test_send_by_keyword_and_by_a_subclass_that_overrides_it(cluster: BrokerCluster) -> None:
+    topic = new_topic(cluster, "sendforms", partitions=2, replication_factor=1)
+
+    class Counting(KafkaProducer):
+        sent = 0
+
+        def send(self, *args: Any, **kwargs: Any) -> Any:
+            Counting.sent += 1
+            return super().send(*args, **kwargs)
+
+    with Counting(bootstrap_servers=cluster.bootstrap) as counting:
+        counting.send(topic, b"a", partition=0).get(10)
+        counting.send(topic, value=b"b", partition=1).get(10)
+    assert Counting.sent == 2
+    with KafkaProducer(bootstrap_servers=cluster.bootstrap) as producer:
+        by_name = producer.send(topic, value=b"c", key=b"k", timestamp_ms=1234).get(10)
+        by_position = producer.send(topic, b"d", b"k", None, None, 5678).get(10)
+        with pytest.raises(TypeError, match="bogus"):
+            producer.send(topic, b"e", bogus=1)
+        with pytest.raises(TypeError):
+            producer.send()  # type: ignore[call-arg]
+    assert by_name.partition == by_position.partition
+    assert (by_name.timestamp, by_name.serialized_key_size, by_position.timestamp) == (1234, 1, 5678)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        records = read_all(consumer, 4)
+    finally:
+        consumer.close()
+    assert sorted((record.value, record.key) for record in records) == [
+        (b"a", None), (b"b", None), (b"c", b"k"), (b"d", b"k")]
+
+
 def test_list_offsets_sees_partitions_added_after_its_metadata(api: Any, cluster: BrokerCluster) -> None:
     name = f"grown-{uuid.uuid4().hex[:6]}"
     reader, other = api.admin(), api.admin()

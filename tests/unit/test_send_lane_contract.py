@@ -12,7 +12,9 @@ RecordMetadata as the Python twin.
 
 from __future__ import annotations
 
+import gc
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -115,8 +117,8 @@ def test_both_send_paths_leave_the_same_batches(calls: list[Any], batch_size: in
 
 def test_a_transactional_core_takes_the_general_path() -> None:
     core = new_core(16384, 1 << 20)
+    core.transaction = object()  # type: ignore[assignment]  # fixed when a core is made, before its lane
     lane = compiled.SendLane(core)
-    core.transaction = object()  # type: ignore[assignment]
     assert lane.send("one", b"v", None, None, None, 5) is None
     assert core.accumulator.used_memory == 0
 
@@ -130,6 +132,86 @@ def test_a_full_batch_wakes_the_sender_once() -> None:
     second = lane.send("one", b"x" * 100, None, None, None, 2)  # fills it (the compiled append)
     assert first is not None and second is not None and second._batch is first._batch
     assert len(wakes) == 2 and core.accumulator._partitions[TopicPartition("one", 0)].batches[0].closed
+
+
+def test_a_send_waits_while_another_thread_holds_the_accumulators_lock() -> None:
+    core = new_core(16384, 1 << 20)
+    lane = compiled.SendLane(core)
+    lane.send("one", b"first", None, None, None, 1)  # the partition's batch is open
+    answers: list[Any] = []
+    lock = core.accumulator._lock
+    with lock:
+        sender = threading.Thread(target=lambda: answers.append(lane.send("one", b"second", None, None, None, 2)))
+        sender.start()
+        sender.join(0.3)
+        assert sender.is_alive() and not answers  # it waits for the lock
+        batch = core.accumulator._partitions[TopicPartition("one", 0)].batches[0]
+        assert batch.values == [b"first"]
+    sender.join(10)
+    assert answers and answers[0] is not None and answers[0]._index == 1
+    assert batch.values == [b"first", b"second"] and not lock.locked()
+
+
+class Owner:
+    """Stands for the KafkaProducer a lane is bound to."""
+
+
+def bound_lane() -> tuple[Any, Owner, list[Any]]:
+    core = new_core(16384, 1 << 20)
+    lane = compiled.SendLane(core)
+    owner = Owner()
+    calls: list[Any] = []
+
+    def fallback(producer: Owner, *args: Any, **kwargs: Any) -> str:
+        calls.append((producer, args, kwargs))
+        return "fallback"
+
+    lane.bind(owner, fallback)
+    return lane, owner, calls
+
+
+def test_send_record_takes_positional_and_keyword_arguments_as_send_does() -> None:
+    lane, _owner, calls = bound_lane()
+    first = lane.send_record("keyed", b"v", b"key", None, None, 11)
+    second = lane.send_record("keyed", value=b"v", key=b"key", timestamp_ms=12)
+    third = lane.send_record("one", b"w")
+    assert not calls
+    assert first._batch is second._batch and third._batch is not first._batch  # by key, then by topic
+    assert (first._index, second._index, third._index) == (0, 1, 0)
+    assert (first.timestamp_ms, second.timestamp_ms) == (11, 12)
+
+
+@pytest.mark.parametrize(("args", "kwargs"), [
+    (("one", "text"), {}),  # another value type
+    (("one", b"v"), {"headers": [("h", b"v")]}),
+    (("one", b"v"), {"partition": 0}),
+    (("unknown", b"v"), {}),  # not in the metadata
+    (("one", b"v"), {"bogus": 1}),  # an unknown keyword: Python's send raises the TypeError
+    (("one", b"v"), {"value": b"w"}),  # given twice
+    ((), {"topic": "one", "value": b"v"}),  # topic by name
+    (("one", b"v", None, None, None, None, None), {}),  # too many
+])
+def test_send_record_hands_everything_else_to_the_fallback(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    lane, owner, calls = bound_lane()
+    assert lane.send_record(*args, **kwargs) == "fallback"
+    assert len(calls) == 1 and calls[0][0] is owner
+    if calls[0][2] or len(args) != 2 or "bogus" in kwargs:  # the call as it was made
+        assert calls[0][1:] == (args, kwargs)
+    else:  # the six fields, filled in
+        fields = dict(zip(["topic", "value", "key", "headers", "partition", "timestamp_ms"], calls[0][1]))
+        assert fields == {"topic": args[0], "value": args[1], "key": None, "headers": kwargs.get("headers"),
+                          "partition": kwargs.get("partition"), "timestamp_ms": None}
+
+
+def test_send_record_of_a_lane_whose_producer_is_gone_raises() -> None:
+    lane, owner, _calls = bound_lane()
+    del owner
+    gc.collect()
+    with pytest.raises(ReferenceError):
+        lane.send_record("one", "text")
+    unbound = compiled.SendLane(new_core(16384, 1 << 20))
+    with pytest.raises(RuntimeError, match="not bound"):
+        unbound.send_record("one", "text")
 
 
 @pytest.mark.parametrize("base_offset", [-1, 0, 41])

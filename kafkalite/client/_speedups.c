@@ -525,6 +525,9 @@ typedef struct {
     PyObject *cached_partition_topic;
     long long cached_partition_number;
     PyObject *cached_topic_partition;
+    /* the last wall-clock millisecond and its int (the records of one millisecond share it) */
+    long long now_value;
+    PyObject *now_object;
     /* send_record's owner (a weak reference) and the Python send it falls back to */
     PyObject *owner;
     PyObject *fallback;
@@ -788,7 +791,11 @@ lane_send(SendLane *lane, PyObject *const *args, Py_ssize_t nargs)
     long long timestamp_value;
     if (timestamp_ms == Py_None) {
         timestamp_value = now_ms();
-        timestamp = PyLong_FromLongLong(timestamp_value);
+        if (lane->now_object == NULL || timestamp_value != lane->now_value) {
+            Py_XSETREF(lane->now_object, PyLong_FromLongLong(timestamp_value));
+            lane->now_value = timestamp_value;
+        }
+        timestamp = Py_XNewRef(lane->now_object);
     } else if (get_long(timestamp_ms, &timestamp_value) == 0) {
         timestamp = Py_NewRef(timestamp_ms);
     } else {
@@ -1040,6 +1047,7 @@ lane_traverse(SendLane *lane, visitproc visit, void *arg)
     Py_VISIT(lane->cached_partitions);
     Py_VISIT(lane->cached_partition_topic);
     Py_VISIT(lane->cached_topic_partition);
+    Py_VISIT(lane->now_object);
     Py_VISIT(lane->owner);
     Py_VISIT(lane->fallback);
     return 0;
@@ -1062,6 +1070,7 @@ lane_clear(SendLane *lane)
     Py_CLEAR(lane->cached_partitions);
     Py_CLEAR(lane->cached_partition_topic);
     Py_CLEAR(lane->cached_topic_partition);
+    Py_CLEAR(lane->now_object);
     Py_CLEAR(lane->owner);
     Py_CLEAR(lane->fallback);
     return 0;

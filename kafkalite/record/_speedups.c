@@ -692,10 +692,10 @@ put_varint(unsigned char *out, int64_t value)
 }
 
 typedef struct {
-    Py_buffer key;
-    Py_buffer value;
-    int has_key;
-    int has_value;
+    const char *key;    /* NULL: a null key */
+    Py_ssize_t key_length;
+    const char *value;  /* NULL: a null value */
+    Py_ssize_t value_length;
     int64_t timestamp_delta;
     PyObject *header_items; /* a list of (bytes name, buffer-or-None value) in encode order, or NULL */
     Py_ssize_t body_size;
@@ -705,33 +705,66 @@ static void
 release_items(EncodeItem *items, Py_ssize_t count)
 {
     for (Py_ssize_t index = 0; index < count; index++) {
-        if (items[index].has_key) {
-            PyBuffer_Release(&items[index].key);
-        }
-        if (items[index].has_value) {
-            PyBuffer_Release(&items[index].value);
-        }
         Py_XDECREF(items[index].header_items);
     }
     PyMem_Free(items);
 }
 
+/* A key's or value's bytes: a bytes object's own, or a copy of another buffer's kept in `held`
+ * until the section is written; NULL data for None. */
 static int
-get_field(PyObject *object, Py_buffer *buffer, int *present, const char *what)
+get_field(PyObject *object, const char **data, Py_ssize_t *length, PyObject *held, const char *what)
 {
-    *present = 0;
+    *data = NULL;
+    *length = 0;
     if (object == Py_None) {
         return 0;
     }
-    if (PyUnicode_Check(object) || PyObject_GetBuffer(object, buffer, PyBUF_SIMPLE) < 0) {
-        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "a record %s must be bytes or None, not %.100s", what,
-                         Py_TYPE(object)->tp_name);
+    if (!PyBytes_CheckExact(object)) {
+        PyObject *copy = PyUnicode_Check(object) || !PyObject_CheckBuffer(object) ? NULL : PyBytes_FromObject(object);
+        if (copy == NULL) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "a record %s must be bytes or None, not %.100s", what,
+                             Py_TYPE(object)->tp_name);
+            }
+            return -1;
         }
+        int appended = PyList_Append(held, copy);
+        Py_DECREF(copy);  /* held keeps it */
+        if (appended < 0) {
+            return -1;
+        }
+        object = copy;
+    }
+    *data = PyBytes_AS_STRING(object);
+    *length = PyBytes_GET_SIZE(object);
+    return 0;
+}
+
+/* A timestamp as a C integer; the same int object as the one before (the common case: records
+ * appended in the same millisecond share it) is not converted again. */
+static inline int
+get_timestamp(PyObject *object, PyObject **last_object, long long *last_value)
+{
+    if (object == *last_object) {
+        return 0;
+    }
+    if (!PyLong_Check(object)) {
+        PyErr_Format(PyExc_TypeError, "a timestamp must be an int, not %.100s", Py_TYPE(object)->tp_name);
         return -1;
     }
-    *present = 1;
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "a timestamp does not fit a long long");
+        return -1;
+    }
+    if (value == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *last_object = object;
+    *last_value = value;
     return 0;
 }
 
@@ -839,8 +872,8 @@ speedups_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t narg
     if (values == NULL) {
         return NULL;
     }
-    PyObject *keys = NULL, *deltas = NULL, *headers = NULL, *result = NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(values);
+    PyObject *keys = NULL, *deltas = NULL, *headers = NULL, *result = NULL, *held = NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(values), filled = 0;
     EncodeItem *items = NULL;
     if (args[1] != Py_None && (keys = PySequence_Fast(args[1], "keys must be a sequence")) == NULL) {
         goto done;
@@ -851,30 +884,61 @@ speedups_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t narg
     if (args[3] != Py_None && (headers = PySequence_Fast(args[3], "headers must be a sequence")) == NULL) {
         goto done;
     }
+    if (headers != NULL) {
+        /* Headers may run Python code (a sequence of the caller's): the values and keys are read
+         * from snapshots that keep every item alive (and its address its own) meanwhile. */
+        if (PyList_CheckExact(values)) {
+            Py_SETREF(values, PyList_AsTuple(values));
+            if (values == NULL) {
+                goto done;
+            }
+        }
+        if (keys != NULL && PyList_CheckExact(keys)) {
+            Py_SETREF(keys, PyList_AsTuple(keys));
+            if (keys == NULL) {
+                goto done;
+            }
+        }
+        if (deltas != NULL && PyList_CheckExact(deltas)) {
+            Py_SETREF(deltas, PyList_AsTuple(deltas));
+            if (deltas == NULL) {
+                goto done;
+            }
+        }
+    }
     if ((keys != NULL && PySequence_Fast_GET_SIZE(keys) != count)
             || (deltas != NULL && PySequence_Fast_GET_SIZE(deltas) != count)
             || (headers != NULL && PySequence_Fast_GET_SIZE(headers) != count)) {
         PyErr_SetString(PyExc_ValueError, "keys, timestamp deltas, headers and values differ in length");
         goto done;
     }
-    items = PyMem_Calloc(count > 0 ? (size_t)count : 1, sizeof(EncodeItem));
-    if (items == NULL) {
-        PyErr_NoMemory();
+    items = PyMem_New(EncodeItem, count > 0 ? (size_t)count : 1);
+    if (items == NULL || (held = PyList_New(0)) == NULL) {
+        if (items == NULL) {
+            PyErr_NoMemory();
+        }
         goto done;
     }
     Py_ssize_t total = 0;
+    PyObject *last_timestamp = NULL;
+    long long timestamp = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         EncodeItem *item = &items[index];
-        if (get_field(PySequence_Fast_GET_ITEM(values, index), &item->value, &item->has_value, "value") < 0) {
+        item->header_items = NULL;
+        item->timestamp_delta = 0;
+        filled = index + 1;
+        if (get_field(PySequence_Fast_GET_ITEM(values, index), &item->value, &item->value_length, held,
+                      "value") < 0) {
             goto done;
         }
-        if (keys != NULL
-                && get_field(PySequence_Fast_GET_ITEM(keys, index), &item->key, &item->has_key, "key") < 0) {
+        if (keys == NULL) {
+            item->key = NULL;
+            item->key_length = 0;
+        } else if (get_field(PySequence_Fast_GET_ITEM(keys, index), &item->key, &item->key_length, held, "key") < 0) {
             goto done;
         }
         if (deltas != NULL) {
-            long long timestamp = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(deltas, index));
-            if (timestamp == -1 && PyErr_Occurred()) {
+            if (get_timestamp(PySequence_Fast_GET_ITEM(deltas, index), &last_timestamp, &timestamp) < 0) {
                 goto done;
             }
             if (__builtin_sub_overflow(timestamp, base_timestamp, &item->timestamp_delta)) {
@@ -891,8 +955,8 @@ speedups_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t narg
             }
         }
         Py_ssize_t body = 1 + varint_size(item->timestamp_delta) + varint_size(index)
-            + (item->has_key ? varint_size(item->key.len) + item->key.len : 1)
-            + (item->has_value ? varint_size(item->value.len) + item->value.len : 1)
+            + (item->key != NULL ? varint_size(item->key_length) + item->key_length : 1)
+            + (item->value != NULL ? varint_size(item->value_length) + item->value_length : 1)
             + header_size;
         item->body_size = body;
         total += varint_size(body) + body;
@@ -908,17 +972,17 @@ speedups_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t narg
         *out++ = 0;
         out = put_varint(out, item->timestamp_delta);
         out = put_varint(out, index);
-        if (item->has_key) {
-            out = put_varint(out, item->key.len);
-            memcpy(out, item->key.buf, (size_t)item->key.len);
-            out += item->key.len;
+        if (item->key != NULL) {
+            out = put_varint(out, item->key_length);
+            memcpy(out, item->key, (size_t)item->key_length);
+            out += item->key_length;
         } else {
             *out++ = 1;
         }
-        if (item->has_value) {
-            out = put_varint(out, item->value.len);
-            memcpy(out, item->value.buf, (size_t)item->value.len);
-            out += item->value.len;
+        if (item->value != NULL) {
+            out = put_varint(out, item->value_length);
+            memcpy(out, item->value, (size_t)item->value_length);
+            out += item->value_length;
         } else {
             *out++ = 1;
         }
@@ -945,9 +1009,10 @@ speedups_encode_records(PyObject *module, PyObject *const *args, Py_ssize_t narg
     }
 done:
     if (items != NULL) {
-        release_items(items, count);  /* calloc'd: unset items hold nothing */
+        release_items(items, filled);
     }
-    Py_DECREF(values);
+    Py_XDECREF(held);
+    Py_XDECREF(values);
     Py_XDECREF(keys);
     Py_XDECREF(deltas);
     Py_XDECREF(headers);

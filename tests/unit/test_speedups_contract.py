@@ -76,6 +76,43 @@ def test_encoding_gives_the_same_bytes(records: Any, base_timestamp: int) -> Non
         py_encode_records(values, keys, timestamp_deltas, headers)
 
 
+@pytest.mark.parametrize("values", [
+    [b"a", bytearray(b"bc"), memoryview(b"def"), None],  # any buffer is a value
+    [b"a", "text"],  # text is not
+    [b"a", 5],
+])
+def test_encoding_takes_buffers_and_refuses_other_values_alike(values: list[Any]) -> None:
+    keys = [memoryview(b"k"), None, bytearray(b"kk"), b"k"][:len(values)]
+    timestamps = [BASE_TIMESTAMP + 1] * len(values)  # one int object for every record
+    if all(value is None or not isinstance(value, (str, int)) for value in values):
+        assert compiled.encode_records(values, keys, timestamps, None, BASE_TIMESTAMP) == \
+            py_encode_records(values, keys, timestamps, None, BASE_TIMESTAMP)
+        return
+    with pytest.raises(TypeError):
+        py_encode_records(values, keys, timestamps, None, BASE_TIMESTAMP)
+    with pytest.raises(TypeError, match="must be bytes or None"):
+        compiled.encode_records(values, keys, timestamps, None, BASE_TIMESTAMP)
+
+
+def test_encoding_keeps_the_records_it_reads_while_headers_run_python_code() -> None:
+    values = [b"x" * 50 for _ in range(4)]
+    timestamps = [BASE_TIMESTAMP + index for index in range(4)]
+    expected = py_encode_records(list(values), None, list(timestamps), [[("h", b"1")]] * 4, BASE_TIMESTAMP)
+
+    class Meddling(list[tuple[str, bytes]]):
+        """Headers whose truth test empties the caller's lists (and frees what they held)."""
+
+        def __bool__(self) -> bool:
+            values.clear()
+            timestamps.clear()
+            return True
+
+    headers = [Meddling([("h", b"1")]) for _ in range(4)]
+    given = (list(values), list(timestamps))
+    values[:], timestamps[:] = given
+    assert compiled.encode_records(values, None, timestamps, headers, BASE_TIMESTAMP) == expected
+
+
 def both_decodes(data: bytes, count: int, base_offset: int, base_timestamp: int,
                  last_offset_delta: int | None) -> tuple[Any, Any]:
     python = outcome(lambda: decoder.py_decode_records(data, count, base_offset, base_timestamp, last_offset_delta))

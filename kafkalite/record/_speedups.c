@@ -578,7 +578,8 @@ speedups_consumer_records(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *minus_one = PyLong_FromLong(-1);
     PyObject *log_append_time = timestamp_type ? PyLong_FromLongLong(max_timestamp) : NULL;
     Decode decode;
-    PyObject *out = NULL;
+    PyObject *out = NULL, *last_timestamp = NULL;
+    long long last_timestamp_value = 0;
     if (type_object == NULL || minus_one == NULL || (timestamp_type && log_append_time == NULL)) {
         goto cleanup;
     }
@@ -620,7 +621,18 @@ speedups_consumer_records(PyObject *module, PyObject *const *args, Py_ssize_t na
             Py_SETREF(value, PyObject_CallOneArg(value_deserializer, value));
         }
         PyObject *offset = PyLong_FromLongLong(offset_value);
-        PyObject *timestamp = timestamp_type ? Py_NewRef(log_append_time) : PyLong_FromLongLong(view.timestamp);
+        PyObject *timestamp;
+        if (timestamp_type) {
+            timestamp = Py_NewRef(log_append_time);
+        } else if (last_timestamp != NULL && view.timestamp == last_timestamp_value) {
+            timestamp = Py_NewRef(last_timestamp);  /* records of one batch mostly share their timestamp */
+        } else {
+            timestamp = PyLong_FromLongLong(view.timestamp);
+            if (timestamp != NULL) {
+                Py_XSETREF(last_timestamp, Py_NewRef(timestamp));
+                last_timestamp_value = view.timestamp;
+            }
+        }
         PyObject *key_size = view.key_length < 0 ? Py_NewRef(minus_one) : PyLong_FromSsize_t(view.key_length);
         PyObject *value_size = view.value_length < 0 ? Py_NewRef(minus_one) : PyLong_FromSsize_t(view.value_length);
         PyObject *header_size = view.header_size < 0 ? Py_NewRef(minus_one) : PyLong_FromSsize_t(view.header_size);
@@ -659,6 +671,7 @@ error:
     PyBuffer_Release(&decode.buffer);
     Py_CLEAR(out);
 cleanup:
+    Py_XDECREF(last_timestamp);
     Py_XDECREF(type_object);
     Py_XDECREF(minus_one);
     Py_XDECREF(log_append_time);

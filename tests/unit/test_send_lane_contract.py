@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import gc
 import random
+import sys
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -150,6 +152,59 @@ def test_a_send_waits_while_another_thread_holds_the_accumulators_lock() -> None
     sender.join(10)
     assert answers and answers[0] is not None and answers[0]._index == 1
     assert batch.values == [b"first", b"second"] and not lock.locked()
+
+
+def test_senders_on_several_threads_and_a_draining_thread_lose_and_repeat_nothing() -> None:
+    """Senders on three threads, switching as often as the interpreter lets them, against a
+    thread that drains and completes batches: every record lands once, in each sender's order,
+    and the memory is given back."""
+    core = new_core(2048, 1 << 30)  # small batches: many new batches (the Python append) and drains
+    lane = compiled.SendLane(core)
+    accumulator = core.accumulator
+    leaders = {TopicPartition("one", 0): 1}
+    drained: list[bytes] = []
+    senders_done = threading.Event()
+    failures: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            while True:
+                finished = senders_done.is_set()
+                for batches in accumulator.drain(leaders, [1], time.monotonic()).values():
+                    for batch in batches:
+                        drained.extend(batch.values)
+                        accumulator.complete(batch, 0, -1, 0)
+                if finished and not any(state.batches for state in accumulator._partitions.values()):
+                    return
+        except BaseException as exc:  # reported by the test thread
+            failures.append(exc)
+
+    def send(number: int) -> None:
+        try:
+            for index in range(5000):
+                assert lane.send("one", b"%d:%05d" % (number, index), None, None, None, 1) is not None
+        except BaseException as exc:
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        drainer = threading.Thread(target=drain)
+        senders = [threading.Thread(target=send, args=(number,)) for number in range(3)]
+        drainer.start()
+        for thread in senders:
+            thread.start()
+        for thread in senders:
+            thread.join(60)
+        senders_done.set()
+        drainer.join(60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures and not drainer.is_alive()
+    for number in range(3):
+        mine = [value for value in drained if value.startswith(b"%d:" % number)]
+        assert mine == [b"%d:%05d" % (number, index) for index in range(5000)]
+    assert len(drained) == 15000 and accumulator.used_memory == 0
 
 
 class Owner:

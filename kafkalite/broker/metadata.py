@@ -317,6 +317,9 @@ class MetadataCache:
                 info.partitions.clear()
             info.topic_id = assignment.topic_id
             info.version = stat.version
+            # Every partition of the assignment is entered before the first await below, so that
+            # no reader sees part of a topic (the offsets topic's partition count places groups).
+            added: list[PartitionInfo] = []
             for partition, replicas in sorted(assignment.partitions.items()):
                 existing = info.partitions.get(partition)
                 adding = list(assignment.adding_replicas.get(partition, []))
@@ -324,16 +327,20 @@ class MetadataCache:
                 if existing is None:
                     entry = info.partitions[partition] = PartitionInfo(topic, partition, list(replicas),
                                                                        adding=adding, removing=removing)
-                    watch = await self.zookeeper.watch_data(znodes.partition_state_path(topic, partition),
-                                                            self._state_callback(topic, partition))
-                    self._topic_watches.setdefault(topic, []).append(watch)
-                    if entry.state is None:  # a new partition: the controller must elect its leader
-                        self._notify("on_partition_changed", entry)
+                    added.append(entry)
                 elif existing.replicas != list(replicas) or existing.adding != adding or existing.removing != removing:
                     existing.replicas = list(replicas)
                     existing.adding = adding
                     existing.removing = removing
                     self._notify("on_partition_changed", existing)
+            for entry in added:
+                if self.topics.get(topic) is not info or info.partitions.get(entry.partition) is not entry:
+                    continue  # removed (or re-created) while an earlier watch was being set
+                watch = await self.zookeeper.watch_data(znodes.partition_state_path(topic, entry.partition),
+                                                        self._state_callback(topic, entry.partition))
+                self._topic_watches.setdefault(topic, []).append(watch)
+                if entry.state is None:  # a new partition: the controller must elect its leader
+                    self._notify("on_partition_changed", entry)
             self._signal()
         return on_data
 

@@ -25,7 +25,7 @@
  *
  * send_record(topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None) is
  * KafkaProducer.send itself when the extension is loaded: it parses send()'s arguments, takes
- * the common record, and calls the producer's Python send (bind()) for everything else, with the
+ * the common record, and calls the producer's Python fallback (bind()) for everything else, with the
  * arguments as given, so that other shapes, waits and errors are the Python code's.
  */
 #define PY_SSIZE_T_CLEAN

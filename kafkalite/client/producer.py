@@ -84,18 +84,24 @@ class KafkaProducer:
         self._finalizer = weakref.finalize(self, _stop_loop, self._loop)
         lane = self._core.lane
         if lane is not None and type(self).send is KafkaProducer.send:
-            # send() enters the compiled lane directly, which calls KafkaProducer.send for
-            # whatever it does not take (other record shapes, waits, errors)
-            lane.bind(self, KafkaProducer.send)
+            # send() enters the compiled lane directly, which calls _send_general for whatever
+            # it does not take (other record shapes, waits, errors), with the arguments as given
+            lane.bind(self, KafkaProducer._send_general)
             vars(self)["send"] = lane.send_record
 
     def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
         """Queue one record; its future resolves when the broker acknowledged it."""
-        core = self._core
-        future = core.send_common(topic, value, key, headers, partition, timestamp_ms)
+        future = self._core.send_common(topic, value, key, headers, partition, timestamp_ms)
         if future is not None:
             return future
+        return self._send_general(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send_general(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                      partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
+        """``send()`` past its common case: serializers, headers, explicit partitions, waits for
+        metadata or memory, and their errors (also the compiled lane's fallback)."""
+        core = self._core
         record = core.prepare(topic, value, key, headers, partition, timestamp_ms)
         result = core.place(record)
         if type(result) is RecordFuture:

@@ -430,6 +430,7 @@ class Fetcher:
 
     async def _fetch(self, node: int, address: str, states: list[PartitionState]) -> None:
         requested = [(state, state.generation, state.next_fetch_offset) for state in states]
+        released = False
         request = protocol.FetchRequest(
             [protocol.FetchPartition(state.tp.topic, state.tp.partition, offset, self.max_partition_fetch_bytes)
              for state, _, offset in requested if offset is not None],
@@ -459,13 +460,22 @@ class Fetcher:
                     continue
                 got_data |= self._handle(state, result, offset, seen)
             self.metrics.fetch_completed(time.monotonic() - started, len(body), seen)
+            # The next fetch leaves before the application is woken: a consumer thread that
+            # takes the interpreter lock to decode these records would otherwise hold it back.
+            released = True
+            self._release(node, states)
+            self._send_fetches()
             if got_data:
                 self.data_ready.set()
         finally:
-            self._in_flight.discard(node)
-            for state in states:
-                state.fetching = False
+            if not released:
+                self._release(node, states)
             self._wake.set()
+
+    def _release(self, node: int, states: list[PartitionState]) -> None:
+        self._in_flight.discard(node)
+        for state in states:
+            state.fetching = False
 
     def _handle(self, state: PartitionState, result: protocol.FetchResult, offset: int,
                 seen: list[tuple[str, int, int, int, int]]) -> bool:

@@ -561,8 +561,8 @@ class BrokerApi:
             while True:
                 message = await socket.receive()
                 if message.type is WSMsgType.BINARY:
-                    await socket.send_bytes(await self.services.quotas.serve_timed(
-                        self._channel_call(message.data, limit, request)))
+                    answer = await self.services.quotas.serve_timed(self._channel_call(message.data, limit, request))
+                    await _send_binary(socket, request, answer)
                 elif message.type is WSMsgType.TEXT:
                     await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
                     break
@@ -575,7 +575,8 @@ class BrokerApi:
                 self._channels.discard(task)
         return socket
 
-    async def _channel_call(self, data: bytes, limit: int, request: web.Request) -> bytes:
+    async def _channel_call(self, data: bytes, limit: int, request: web.Request
+                            ) -> list[bytes | bytearray | memoryview]:
         started = time.perf_counter()
         name = "unknown"
         status = 500
@@ -603,7 +604,7 @@ class BrokerApi:
         self.services.stats.requests.observe(CHANNEL, name, elapsed, status >= 400)
         if request_log.isEnabledFor(logging.DEBUG):
             request_log.debug("channel %s: status %d in %.1f ms", name, status, elapsed * 1000)
-        return b"".join([_UINT16.pack(status), *pieces])
+        return [_UINT16.pack(status), *pieces]
 
     async def close_channels(self, app: web.Application) -> None:
         """On shutdown: end every channel (their clients reconnect elsewhere)."""
@@ -738,3 +739,37 @@ def _integer(text: str, name: str, minimum: int, maximum: int) -> int:
     if not minimum <= value <= maximum:
         raise InvalidRequestError(f"{name} must be between {minimum} and {maximum}, got {value}")
     return value
+
+
+
+#: Answers on the binary channel at least this long are written in pieces instead of joined.
+_PIECED_ANSWER = 64 * 1024
+#: The pieces' size: over TLS each is encrypted and on the wire before the next is encrypted, so
+#: the client decrypts one piece while the broker encrypts the next.
+_PIECE = 256 * 1024
+_LONG_BINARY_FRAME = struct.Struct("!BBQ")
+
+
+async def _send_binary(socket: web.WebSocketResponse, request: web.Request,
+                       pieces: list[bytes | bytearray | memoryview]) -> None:
+    """Send one binary WebSocket message made of ``pieces``.
+
+    A short answer is joined and sent by aiohttp. A long one (a fetch answer of segment data) is
+    framed here: its header and then its pieces go to the transport in one go, so no other frame
+    (a pong) can come between them, and nothing is joined or copied on the way. Then, as aiohttp
+    does, the sender waits while the transport's buffer is over its limit."""
+    length = sum(len(piece) for piece in pieces)
+    transport = request.transport
+    if length < _PIECED_ANSWER or transport is None:
+        await socket.send_bytes(b"".join(pieces))
+        return
+    if transport.is_closing():
+        raise ConnectionResetError("the channel's connection is closing")
+    transport.write(_LONG_BINARY_FRAME.pack(0x80 | WSMsgType.BINARY, 127, length))
+    for piece in pieces:
+        view = memoryview(piece)
+        for start in range(0, len(view), _PIECE):
+            transport.write(view[start:start + _PIECE])
+    protocol = request.protocol
+    if protocol.writing_paused:
+        await protocol._drain_helper()

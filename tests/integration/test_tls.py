@@ -111,6 +111,38 @@ def test_kafkalite_clients_over_tls_with_replication_over_tls(cluster: TlsCluste
     assert sorted(values) == sorted(f"v{index}".encode() for index in range(200))
 
 
+@pytest.mark.parametrize("listener", ["SSL", "PLAINTEXT"])
+def test_fetch_answers_of_many_pieces_arrive_whole(cluster: TlsCluster, listener: str) -> None:
+    """Answers longer than a write piece (the broker writes them piece by piece) reach the
+    consumer byte for byte, over TLS and plaintext alike."""
+    topic = _topic(cluster)
+    options: dict[str, object] = ({"bootstrap_servers": cluster.bootstrap, "security_protocol": "SSL",
+                                   "ssl_cafile": str(cluster.ca)} if listener == "SSL"
+                                  else {"bootstrap_servers": cluster.brokers.bootstrap})
+    values = [(b"%06d" % index) * 1700 for index in range(900)]  # about 9 MB in 10 KiB values
+    producer = KafkaProducer(acks="all", linger_ms=20, batch_size=1 << 20, **options)
+    try:
+        for index, value in enumerate(values):
+            producer.send(topic, value=value, partition=index % 2)
+        producer.flush(60)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(consumer_timeout_ms=20_000, max_partition_fetch_bytes=4 << 20,
+                             fetch_max_bytes=8 << 20, **options)
+    try:
+        partitions = [TopicPartition(topic, number) for number in range(2)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        got: dict[int, list[bytes]] = {0: [], 1: []}
+        for record in consumer:
+            got[record.partition].append(record.value)
+            if len(got[0]) + len(got[1]) == len(values):
+                break
+    finally:
+        consumer.close()
+    assert got[0] == values[0::2] and got[1] == values[1::2]
+
+
 def test_confluent_kafka_over_tls(cluster: TlsCluster) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = _topic(cluster)

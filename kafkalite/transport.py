@@ -87,6 +87,9 @@ _OPCODE_PING = 0x9
 _OPCODE_PONG = 0xA
 _CLOSE_MESSAGE_TOO_BIG = 1009
 _U16 = struct.Struct(">H")
+#: Requests at least this long are written in pieces of _PIECE bytes (see PipelinedConnection.submit).
+_PIECED_REQUEST = 64 * 1024
+_PIECE = 256 * 1024
 _U64 = struct.Struct(">Q")
 _HEAD_SHORT = struct.Struct(">BB")
 _HEAD_MEDIUM = struct.Struct(">BBH")
@@ -231,7 +234,15 @@ class PipelinedConnection(asyncio.BufferedProtocol):
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         handle = loop.call_later(timeout, self._on_timeout, future, timeout) if timeout > 0 else None
         self._pending.append((future, handle, time.monotonic()))
-        transport.writelines([_frame_head(_OPCODE_BINARY, length) + _U16.pack(api), *pieces])
+        head = _frame_head(_OPCODE_BINARY, length) + _U16.pack(api)
+        if length < _PIECED_REQUEST:
+            transport.writelines([head, *pieces])
+        else:  # over TLS each piece is encrypted and sent before the next: the broker decrypts meanwhile
+            transport.write(head)
+            for piece in pieces:
+                view = memoryview(piece)
+                for start in range(0, len(view), _PIECE):
+                    transport.write(view[start:start + _PIECE])
         return future
 
     async def request(self, path: str, pieces: Sequence[Piece], *, timeout_ms: int | None = None) -> Body:

@@ -87,9 +87,9 @@ _OPCODE_PING = 0x9
 _OPCODE_PONG = 0xA
 _CLOSE_MESSAGE_TOO_BIG = 1009
 _U16 = struct.Struct(">H")
-#: Requests at least this long are written in pieces of _PIECE bytes (see PipelinedConnection.submit).
-_PIECED_REQUEST = 64 * 1024
-_PIECE = 256 * 1024
+#: Messages at least this long are written in slices of PIECE_BYTES (see write_message).
+PIECED_MESSAGE_BYTES = 64 * 1024
+PIECE_BYTES = 256 * 1024
 _U64 = struct.Struct(">Q")
 _HEAD_SHORT = struct.Struct(">BB")
 _HEAD_MEDIUM = struct.Struct(">BBH")
@@ -234,15 +234,7 @@ class PipelinedConnection(asyncio.BufferedProtocol):
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         handle = loop.call_later(timeout, self._on_timeout, future, timeout) if timeout > 0 else None
         self._pending.append((future, handle, time.monotonic()))
-        head = _frame_head(_OPCODE_BINARY, length) + _U16.pack(api)
-        if length < _PIECED_REQUEST:
-            transport.writelines([head, *pieces])
-        else:  # over TLS each piece is encrypted and sent before the next: the broker decrypts meanwhile
-            transport.write(head)
-            for piece in pieces:
-                view = memoryview(piece)
-                for start in range(0, len(view), _PIECE):
-                    transport.write(view[start:start + _PIECE])
+        write_message(transport, _frame_head(_OPCODE_BINARY, length) + _U16.pack(api), pieces, length)
         return future
 
     async def request(self, path: str, pieces: Sequence[Piece], *, timeout_ms: int | None = None) -> Body:
@@ -692,6 +684,24 @@ class AsyncTransport:
             return json.loads(payload or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise KafkaConnectionError(f"{address}{path} answered with malformed JSON") from exc
+
+
+def write_message(transport: asyncio.WriteTransport, head: bytes, pieces: Sequence[Piece], length: int) -> None:
+    """Write one WebSocket message: its frame ``head``, then its payload ``pieces`` (``length``
+    bytes in all), in one go, so that no other frame can come between them; nothing is joined.
+
+    A payload of :data:`PIECED_MESSAGE_BYTES` or more goes in slices of :data:`PIECE_BYTES`: over
+    TLS each slice is encrypted and on the wire before the next is encrypted, so the receiver
+    decrypts one while the sender encrypts the next. Both the client's requests and the
+    broker's long channel answers are written here."""
+    if length < PIECED_MESSAGE_BYTES:
+        transport.writelines([head, *pieces])
+        return
+    transport.write(head)
+    for piece in pieces:
+        view = memoryview(piece)
+        for start in range(0, len(view), PIECE_BYTES):
+            transport.write(view[start:start + PIECE_BYTES])
 
 
 def check_answer(status: int, body: Body) -> Body:

@@ -60,6 +60,7 @@ from kafkalite.registry.api import build_registry_app
 from kafkalite.security import tls
 from kafkalite.security.acl import Operation
 from kafkalite.security.principal import ANONYMOUS, KafkaPrincipal
+from kafkalite.transport import PIECED_MESSAGE_BYTES, write_message
 from kafkalite.version import __version__
 
 log = logging.getLogger(__name__)
@@ -741,12 +742,6 @@ def _integer(text: str, name: str, minimum: int, maximum: int) -> int:
     return value
 
 
-
-#: Answers on the binary channel at least this long are written in pieces instead of joined.
-_PIECED_ANSWER = 64 * 1024
-#: The pieces' size: over TLS each is encrypted and on the wire before the next is encrypted, so
-#: the client decrypts one piece while the broker encrypts the next.
-_PIECE = 256 * 1024
 _LONG_BINARY_FRAME = struct.Struct("!BBQ")
 
 
@@ -755,21 +750,17 @@ async def _send_binary(socket: web.WebSocketResponse, request: web.Request,
     """Send one binary WebSocket message made of ``pieces``.
 
     A short answer is joined and sent by aiohttp. A long one (a fetch answer of segment data) is
-    framed here: its header and then its pieces go to the transport in one go, so no other frame
-    (a pong) can come between them, and nothing is joined or copied on the way. Then, as aiohttp
-    does, the sender waits while the transport's buffer is over its limit."""
+    framed here and written by :func:`~kafkalite.transport.write_message`, in pieces and without
+    a copy. Then, as aiohttp's writer does, the sender waits while the transport's buffer is
+    over its limit."""
     length = sum(len(piece) for piece in pieces)
     transport = request.transport
-    if length < _PIECED_ANSWER or transport is None:
+    if length < PIECED_MESSAGE_BYTES or transport is None:
         await socket.send_bytes(b"".join(pieces))
         return
     if transport.is_closing():
         raise ConnectionResetError("the channel's connection is closing")
-    transport.write(_LONG_BINARY_FRAME.pack(0x80 | WSMsgType.BINARY, 127, length))
-    for piece in pieces:
-        view = memoryview(piece)
-        for start in range(0, len(view), _PIECE):
-            transport.write(view[start:start + _PIECE])
+    write_message(transport, _LONG_BINARY_FRAME.pack(0x80 | WSMsgType.BINARY, 127, length), pieces, length)
     protocol = request.protocol
     if protocol.writing_paused:
         await protocol._drain_helper()

@@ -60,19 +60,21 @@ async def _scenario() -> list[tuple[str, Any]]:
                       max_partition_fetch_bytes=1 << 20, isolation_level=protocol.READ_UNCOMMITTED,
                       request_timeout_ms=5000, retry_backoff_ms=100, check_crcs=True, auto_offset_reset="earliest")
     seen: list[tuple[str, Any]] = []
+    waiting = asyncio.Event()
 
     async def application() -> None:
+        waiting.set()  # no await between this and the wait below: once the test sees it, the wait is on
         await fetcher.data_ready.wait()
         seen.append(("woken with fetches written at", [offset for offset, _ in connection.written]))
 
     fetcher.start()
     try:
         await asyncio.wait_for(connection.arrived.wait(), 5)
-        waiting = asyncio.get_running_loop().create_task(application())
-        await asyncio.sleep(0)
+        woken = asyncio.get_running_loop().create_task(application())
+        await asyncio.wait_for(waiting.wait(), 5)
         connection.arrived.clear()
         connection.written[0][1].set_result(_answer(0, 10, 30))
-        await asyncio.wait_for(waiting, 5)
+        await asyncio.wait_for(woken, 5)
         await asyncio.wait_for(connection.arrived.wait(), 5)
         seen.append(("buffered", [(fetch.fetch_offset, fetch.next_offset) for fetch in state.buffered]))
     finally:

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from kafkalite import protocol
 from kafkalite.errors import KafkaConnectionError, MessageSizeTooLargeError, SaslAuthenticationFailedError
-from kafkalite.transport import AsyncTransport, PipelinedConnection
+from kafkalite.transport import PIECE_BYTES, PIECED_MESSAGE_BYTES, AsyncTransport, PipelinedConnection, write_message
 
 
 class SilentBroker:
@@ -242,3 +242,33 @@ def test_a_masked_frame_from_the_broker_closes_the_channel() -> None:
             await future
 
     asyncio.run(scenario())
+
+
+class _RecordingTransport:
+    """Records each write call: ``("write", bytes)`` or ``("writelines", [bytes, ...])``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def write(self, data: object) -> None:
+        self.calls.append(("write", bytes(data)))  # type: ignore[call-overload]
+
+    def writelines(self, pieces: list[object]) -> None:
+        self.calls.append(("writelines", [bytes(piece) for piece in pieces]))  # type: ignore[call-overload]
+
+
+def test_a_short_message_is_one_writelines_and_a_long_one_goes_in_slices_in_order() -> None:
+    short = _RecordingTransport()
+    write_message(short, b"H", [b"ab", b"cd"], 4)  # type: ignore[arg-type]
+    assert short.calls == [("writelines", [b"H", b"ab", b"cd"])]
+
+    payload = [bytes(range(256)) * (PIECE_BYTES // 256 + 3), b"tail", bytearray(b"x" * PIECED_MESSAGE_BYTES)]
+    length = sum(len(piece) for piece in payload)
+    long = _RecordingTransport()
+    write_message(long, b"HEAD", payload, length)  # type: ignore[arg-type]
+    kinds = {kind for kind, _ in long.calls}
+    written = [data for _, data in long.calls]
+    assert kinds == {"write"} and written[0] == b"HEAD"
+    assert all(0 < len(data) <= PIECE_BYTES for data in written[1:])  # type: ignore[arg-type]
+    assert b"".join(written[1:]) == b"".join(payload)  # type: ignore[arg-type]
+    assert len(written) == 1 + 2 + 1 + 1  # the first piece in two slices, then the tail, then the last

@@ -678,15 +678,18 @@ class ReplicaManager:
         """Conditional write of the state znode (same leader and epoch, new ISR)."""
         key = (partition.topic, partition.partition)
         path = znodes.partition_state_path(partition.topic, partition.partition)
+        # The write is conditional on the version this ISR was read at, so it is the ISR the write
+        # replaces. The state znode's watch may apply the new ISR before the write's answer is seen.
+        replaced = len(partition.isr)
         try:
             state = znodes.PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=new_isr,
                                           controller_epoch=partition.controller_epoch)
             stat = await self.zookeeper.set(path, state.to_bytes(), version=partition.state_version)
             if partition.is_leader and partition.leader_epoch == state.leader_epoch:
                 log.info("%s: ISR is now %s", partition.name, new_isr)
-                if len(new_isr) < len(partition.isr):
+                if len(new_isr) < replaced:
                     self.events.isr_shrinks += 1
-                elif len(new_isr) > len(partition.isr):
+                elif len(new_isr) > replaced:
                     self.events.isr_expands += 1
                 partition.update_isr(new_isr, stat.version)
             await self._notify_isr_change(partition)

@@ -15,6 +15,7 @@ from kafkalite.broker.partition import Partition, Role
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.config import LogConfig
 from kafkalite.coord import znodes
+from kafkalite.coord.coordinator import ZNodeStat
 from kafkalite.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
 from kafkalite.protocol import (
     FetchPartition,
@@ -245,5 +246,35 @@ def test_an_isr_write_on_a_stale_state_version_loses_and_the_leader_rereads_the_
         assert manager.shrink_lagging_isrs() == [partition]  # retried on the fresh version, it wins
         await cluster.wait_until(lambda: state_znode(cluster)[0].isr == [1, 2], "the ISR shrinks")
         assert state_znode(cluster)[1] == first_version + 2
+
+    run(scenario)
+
+
+def test_isr_shrinks_and_expands_are_counted_when_the_watch_applies_the_write_first(
+        run: Run, clock: FakeClock) -> None:
+    """With a real ZooKeeper the state znode's watch and the conditional write's answer reach the
+    loop from different kazoo threads, in either order: the leader may already hold the ISR it
+    wrote when the write returns. Each change is still counted once."""
+    async def scenario(cluster: BrokerCluster) -> None:
+        manager, partition = await leader_of_three(cluster, min_insync=1)
+        write = manager.zookeeper.set
+
+        async def watch_first(path: str, data: bytes, version: int = -1) -> ZNodeStat:
+            stat = await write(path, data, version=version)
+            await cluster.ensemble.settle()  # the watch delivers the new state before the answer
+            return stat
+        manager.zookeeper.set = watch_first  # type: ignore[method-assign]
+
+        await produce(manager, 3, acks=1)
+        await follower_fetch(manager, 2, 3)
+        await follower_fetch(manager, 3, 0)
+        clock.advance(LAG_MS + 1)
+        assert manager.shrink_lagging_isrs() == [partition]
+        await cluster.wait_until(lambda: partition.pending_isr is None and partition.isr == [1, 2], "3 leaves")
+        assert (manager.events.isr_shrinks, manager.events.isr_expands) == (1, 0)
+
+        await follower_fetch(manager, 3, 3)
+        await cluster.wait_until(lambda: partition.pending_isr is None and partition.isr == [1, 2, 3], "3 rejoins")
+        assert (manager.events.isr_shrinks, manager.events.isr_expands) == (1, 1)
 
     run(scenario)

@@ -4,7 +4,9 @@ A streaming query copies a 3-partition topic to a 3-partition topic (``kafkalite
 sink, checkpointed) while a producer writes 30,000 numbered records. The driver runs in a
 process of its own (:class:`tests.support.spark.SparkDriverProcess`); the test-only pause of
 :func:`kafkalite.spark.pause_for_tests` stops it at a named point, the test kills it there
-(Python, JVM and Python workers, kill -9) and starts it again from the checkpoint. The points:
+(Python, JVM and Python workers, kill -9), and the next driver starts the query again from the
+checkpoint: that driver was started held while the killed one ran, with its JVM up and the query
+defined, and is released once the killed one is gone. The points:
 a micro-batch's offsets planned but not committed (``source-planned``), a write task's attempt
 recorded as started (``task-started``), a write task half-way (``mid-write``), a task recorded
 as done before the batch commit (``task-done``) and the driver's commit between the sink
@@ -12,11 +14,12 @@ journal's commit record and Spark's commit log (``commit``). After the kills an 
 run drains the source, and the output must hold every value exactly once. Each point is hit
 three times, in three rounds: the second round runs with one of the three brokers killed (-9),
 the third while it is restarted and catches up. (One query run with successive kills: every
-driver start costs 12-20 s on two cores, so a separate broker-fault run would cost minutes.)
+driver run costs 20-35 s on two cores, so a separate broker-fault run would cost minutes.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -110,44 +113,68 @@ def _last_batch(directory: Path) -> int:
     return max(numbers, default=-1)
 
 
+@dataclasses.dataclass
+class DriverRun:
+    """One driver run: its process (started held), what it is for, and its pause folder."""
+
+    number: int
+    point: str | None  # the pause point it is killed at; None for the draining run
+    driver: SparkDriverProcess
+    pauses: Path
+
+
 class CopyJob:
-    """The copy query's driver runs, kills and checkpoint for one test."""
+    """The copy query's driver runs, kills and checkpoint for one test.
+
+    Each run is started held (:class:`tests.support.spark_copy_driver` with ``--hold``): its
+    JVM and the query's definition are set up while the run before it is still going, and it
+    starts the query, the first thing that reads the checkpoint, only when :meth:`kill_at` or
+    :meth:`drain` releases it, after the run before it is dead."""
 
     def __init__(self, bootstrap: str, source: str, sink: str, directory: Path) -> None:
         self.bootstrap, self.source, self.sink, self.directory = bootstrap, source, sink, directory
         self.checkpoint = directory / "checkpoint"
         self.runs = 0
         self.kills: list[str] = []
-        self.seconds: list[float] = []  # per driver run: start to kill, or to the end of the drain
+        self.seconds: list[float] = []  # per driver run: release to kill, or to the end of the drain
         self.copied_before_drain = 0
 
-    def _start(self, *extra: str, environment: dict[str, str] | None = None) -> SparkDriverProcess:
+    def launch(self, point: str | None) -> DriverRun:
+        """Start the next run, held: killed at ``point``, or (None) the draining availableNow run
+        (no pause; bigger micro-batches)."""
         self.runs += 1
         local_dir = self.directory / f"local-{self.runs}"
         local_dir.mkdir()
-        return SparkDriverProcess("tests.support.spark_copy_driver", [
-            self.bootstrap, self.source, self.sink, str(self.checkpoint), str(local_dir),
-            "--max-offsets-per-trigger", str(MAX_OFFSETS_PER_TRIGGER), *extra],
-            self.directory / f"driver-{self.runs}.log", environment)
-
-    def kill_at(self, point: str) -> None:
-        """Run the query until it pauses at ``point``, then kill the driver there."""
-        pauses = self.directory / f"pauses-{self.runs + 1}"
+        pauses = self.directory / f"pauses-{self.runs}"
         pauses.mkdir()
+        if point is None:
+            extra = ["--available-now", "--max-offsets-per-trigger", str(5 * MAX_OFFSETS_PER_TRIGGER)]
+            environment = None
+        else:
+            extra = ["--max-offsets-per-trigger", str(MAX_OFFSETS_PER_TRIGGER)]
+            environment = {PAUSE_POINT_ENV: f"{point}:{PAUSE_ARRIVAL[point]}", PAUSE_DIRECTORY_ENV: str(pauses)}
+        driver = SparkDriverProcess("tests.support.spark_copy_driver", [
+            self.bootstrap, self.source, self.sink, str(self.checkpoint), str(local_dir), *extra, "--hold"],
+            self.directory / f"driver-{self.runs}.log", environment, held=True)
+        return DriverRun(self.runs, point, driver, pauses)
+
+    def kill_at(self, run: DriverRun) -> None:
+        """Release the run, let it go until it pauses at its point, then kill the driver there."""
+        assert run.point is not None
         began = time.monotonic()
-        driver = self._start(environment={PAUSE_POINT_ENV: f"{point}:{PAUSE_ARRIVAL[point]}",
-                                          PAUSE_DIRECTORY_ENV: str(pauses)})
+        run.driver.release()
         try:
-            driver.wait_for_file(pauses, f"paused-{point}-", timeout=240)
-            if point == "source-planned":  # Spark logged the batch's offsets and did not commit it
+            run.driver.wait_for_file(run.pauses, f"paused-{run.point}-", timeout=240)
+            if run.point == "source-planned":  # Spark logged the batch's offsets and did not commit it
                 assert _last_batch(self.checkpoint / "offsets") > _last_batch(self.checkpoint / "commits")
         finally:
-            driver.kill()
-        self.kills.append(point)
+            run.driver.kill()
+        self.kills.append(run.point)
         self.seconds.append(time.monotonic() - began)
 
-    def drain(self) -> None:
-        """Copy what is left with an availableNow run (no pause; bigger micro-batches)."""
+    def drain(self, run: DriverRun) -> None:
+        """Release the draining run and wait until it has copied what is left."""
+        assert run.point is None
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         try:
             self.copied_before_drain = sum(consumer.end_offsets(
@@ -155,9 +182,9 @@ class CopyJob:
         finally:
             consumer.close()
         began = time.monotonic()
-        driver = self._start("--available-now", "--max-offsets-per-trigger", str(5 * MAX_OFFSETS_PER_TRIGGER))
-        code = driver.wait(timeout=300)
-        assert code == 0, f"the draining run failed:\n{driver.log_tail()}"
+        run.driver.release()
+        code = run.driver.wait(timeout=300)
+        assert code == 0, f"the draining run failed:\n{run.driver.log_tail()}"
         self.seconds.append(time.monotonic() - began)
 
 
@@ -177,7 +204,7 @@ def _check_output(bootstrap: str, sink: str, job: CopyJob, seconds: float) -> No
     assert job.copied_before_drain >= 5000, "the runs between the kills should have copied records too"
 
 
-@pytest.mark.timeout(900)  # about 4 minutes on two cores (16 driver starts); the default is 300 s
+@pytest.mark.timeout(900)  # about 5 minutes on two cores (16 driver runs); the default is 300 s
 def test_driver_killed_three_times_at_every_point_while_a_broker_dies_and_returns(cluster: BrokerCluster,
                                                                                    tmp_path: Path) -> None:
     began = time.monotonic()
@@ -187,15 +214,25 @@ def test_driver_killed_three_times_at_every_point_while_a_broker_dies_and_return
     producer.start()
     job = CopyJob(bootstrap, source, sink, tmp_path)
     victim = cluster.brokers[max(cluster.brokers)]
-    for round_number in range(3):
-        if round_number == 1:  # the second round runs with a broker killed (-9) ...
-            victim.kill()
-        if round_number == 2:  # ... and the third while it comes back and catches up
-            victim.start()
-            victim.wait_ready()
-        for point in PAUSE_POINTS:
-            job.kill_at(point)
-    producer.join(300)
-    assert not producer.is_alive() and producer.error is None, producer.error
-    job.drain()
+    # three rounds of a kill at every point, then the draining run
+    points: list[str | None] = [*PAUSE_POINTS, *PAUSE_POINTS, *PAUSE_POINTS, None]
+    upcoming = job.launch(points[0])
+    try:
+        for index in range(len(points)):
+            current = upcoming
+            if index == len(PAUSE_POINTS):  # the second round runs with a broker killed (-9) ...
+                victim.kill()
+            if index == 2 * len(PAUSE_POINTS):  # ... and the third while it comes back and catches up
+                victim.start()
+                victim.wait_ready()
+            if index + 1 < len(points):  # the next run sets up while this one runs
+                upcoming = job.launch(points[index + 1])
+            if current.point is not None:
+                job.kill_at(current)
+            else:
+                producer.join(300)
+                assert not producer.is_alive() and producer.error is None, producer.error
+                job.drain(current)
+    finally:
+        upcoming.driver.kill()
     _check_output(bootstrap, sink, job, time.monotonic() - began)

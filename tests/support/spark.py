@@ -112,13 +112,23 @@ class SparkDriverProcess:
     """
 
     def __init__(self, module: str, arguments: list[str], log_path: Path,
-                 environment: Mapping[str, str] | None = None) -> None:
+                 environment: Mapping[str, str] | None = None, *, held: bool = False) -> None:
         _prepare_environment()
         self.log_path = log_path
         with open(log_path, "ab") as log_file:
             self.process = subprocess.Popen([sys.executable, "-m", module, *arguments], cwd=ROOT,
                                             env={**os.environ, **(environment or {})}, stdout=log_file,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                                            stderr=subprocess.STDOUT, start_new_session=True,
+                                            stdin=subprocess.PIPE if held else subprocess.DEVNULL)
+
+    def release(self) -> None:
+        """Tell a program that holds until a line on its standard input (``held=True``) to go on."""
+        assert self.process.stdin is not None, "the driver was not started held"
+        try:
+            self.process.stdin.write(b"go\n")
+            self.process.stdin.close()
+        except BrokenPipeError:  # it exited already: wait_for_file or wait reports that
+            pass
 
     def wait_for_file(self, directory: Path, prefix: str, timeout: float) -> Path:
         """The first file of ``directory`` named ``prefix...``; fails if the driver exits first."""
@@ -153,6 +163,8 @@ class SparkDriverProcess:
                 raise AssertionError(f"driver processes {members} outlived kill -9")
             time.sleep(0.05)
         self.process.wait()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
 
     def wait(self, timeout: float) -> int:
         """Wait for the driver to exit by itself (killing it all if it does not)."""

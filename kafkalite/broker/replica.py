@@ -691,7 +691,8 @@ class ReplicaManager:
                     self.events.isr_shrinks += 1
                 elif len(new_isr) > replaced:
                     self.events.isr_expands += 1
-                partition.update_isr(new_isr, stat.version)
+                if stat.version > partition.state_version:  # a later state the watch applied stays
+                    partition.update_isr(new_isr, stat.version)
             await self._notify_isr_change(partition)
         except ZNodeVersionConflictError:
             log.info("%s: ISR write lost a race; re-reading the partition state", partition.name)

@@ -278,3 +278,32 @@ def test_isr_shrinks_and_expands_are_counted_when_the_watch_applies_the_write_fi
         assert (manager.events.isr_shrinks, manager.events.isr_expands) == (1, 1)
 
     run(scenario)
+
+
+def test_a_later_state_seen_through_the_watch_is_not_undone_by_the_isr_writes_answer(
+        run: Run, clock: FakeClock) -> None:
+    """The leader's ISR write succeeds, then the controller rewrites the state (same leader and
+    epoch, ISR without 3) and the watch applies it, all before the write's answer resumes the
+    writer: the leader keeps the later state and its version."""
+    async def scenario(cluster: BrokerCluster) -> None:
+        manager, partition = await leader_of_three(cluster, min_insync=1)
+        _, first_version = state_znode(cluster)
+        await produce(manager, 3, acks=1)
+        await follower_fetch(manager, 2, 3)
+        await follower_fetch(manager, 3, 0)
+        clock.advance(LAG_MS + 1)
+        write = manager.zookeeper.set
+
+        async def controller_writes_next(path: str, data: bytes, version: int = -1) -> ZNodeStat:
+            stat = await write(path, data, version=version)
+            await cluster.write_state(TOPIC, 0, znodes.PartitionState(1, 0, [1], controller_epoch=7))
+            await cluster.ensemble.settle()
+            return stat
+        manager.zookeeper.set = controller_writes_next  # type: ignore[method-assign]
+
+        assert manager.shrink_lagging_isrs() == [partition]  # drops 3: [1, 2]
+        await cluster.wait_until(lambda: partition.pending_isr is None, "the ISR write's answer")
+        assert state_znode(cluster) == (znodes.PartitionState(1, 0, [1], controller_epoch=7), first_version + 2)
+        assert (partition.isr, partition.state_version) == ([1], first_version + 2)
+
+    run(scenario)

@@ -358,6 +358,9 @@ class MetadataCache:
                     entry.state_version = -1
                     self._notify("on_partition_changed", entry)
                 return
+            if entry.state is not None and stat.version < entry.state_version:
+                # a read answered before the last write, delivered after the watch brought it
+                return
             try:
                 state = znodes.PartitionState.from_bytes(data, path)
             except KafkaliteError as exc:

@@ -711,15 +711,20 @@ class ReplicaManager:
             log.debug("ISR change notification not written: %s", exc)
 
     async def _reload_state(self, partition: Partition) -> None:
+        """Re-read the state znode after a lost conditional ISR write and apply it to the
+        partition; a newer version the watch delivered meanwhile is kept."""
+        path = znodes.partition_state_path(partition.topic, partition.partition)
         try:
-            data, stat = await self.zookeeper.get(znodes.partition_state_path(partition.topic, partition.partition))
-        except KafkaliteError:
+            data, stat = await self.zookeeper.get(path)
+            state = znodes.PartitionState.from_bytes(data, path)
+        except KafkaliteError as exc:
+            log.info("%s: partition state not re-read: %s", partition.name, exc)
             return
-        state = znodes.PartitionState.from_bytes(data)
         info = self.metadata.partition(partition.topic, partition.partition)
         if info is not None:
-            info.state = state
-            info.state_version = stat.version
+            if info.state is None or stat.version >= info.state_version:
+                info.state = state
+                info.state_version = stat.version
             await self._apply(info)
 
     # -- follower side ------------------------------------------------------------------------

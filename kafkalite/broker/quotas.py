@@ -140,18 +140,20 @@ _http_identity: contextvars.ContextVar[_HttpIdentity | None] = contextvars.Conte
 class BrokerQuotas:
     """This broker's quota managers (produce bytes, fetch bytes, request time) and the front-end hooks.
 
-    ``configs`` reads one ``users``/``clients`` entity (see
+    ``sleep`` holds a throttled answer and ``clock`` (monotonic seconds) times the quota
+    windows; tests inject both. ``configs`` reads one ``users``/``clients`` entity (see
     :data:`~kafkalite.security.quota.EntityConfigs`); :meth:`following` builds one over the
     broker's entity cache that skips all accounting while no entity sets a quota (as Kafka's
     ``quotasEnabled``), so an unquota'd cluster pays nothing per request.
     """
 
     def __init__(self, config: BrokerConfig, configs: EntityConfigs | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._configs: EntityConfigs = configs or _no_configs
         self.produce, self.fetch, self.request = (
             ClientQuotaManager(key, self._entity, window_num=config.quota_window_num,
-                               window_size_seconds=config.quota_window_size_seconds)
+                               window_size_seconds=config.quota_window_size_seconds, clock=clock)
             for key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE))
         self._sleep = sleep
         #: Whether any entity sets a quota key (None: not known, look again).

@@ -70,6 +70,19 @@ def state_znode(cluster: BrokerCluster) -> tuple[znodes.PartitionState, int]:
     return found[0], found[1].version
 
 
+async def follower_three_lagging(cluster: BrokerCluster, clock: FakeClock) -> tuple[ReplicaManager, Partition, int]:
+    """:func:`leader_of_three` (min.insync.replicas 1) with 3 records: follower 2 has them all,
+    follower 3 none, for longer than the lag time. Returns the manager, the partition and the
+    state znode's version before any ISR change."""
+    manager, partition = await leader_of_three(cluster, min_insync=1)
+    _, first_version = state_znode(cluster)
+    await produce(manager, 3, acks=1)
+    await follower_fetch(manager, 2, 3)
+    await follower_fetch(manager, 3, 0)
+    clock.advance(LAG_MS + 1)
+    return manager, partition, first_version
+
+
 def test_high_watermark_is_the_smallest_log_end_over_the_isr_and_acks_all_completes_when_it_passes(
         run: Run) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
@@ -224,12 +237,7 @@ def test_a_diverged_follower_truncates_to_the_end_of_its_last_epoch_on_the_leade
 def test_an_isr_write_on_a_stale_state_version_loses_and_the_leader_rereads_the_state(
         run: Run, clock: FakeClock) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
-        manager, partition = await leader_of_three(cluster, min_insync=1)
-        _, first_version = state_znode(cluster)
-        await produce(manager, 3, acks=1)
-        await follower_fetch(manager, 2, 3)
-        await follower_fetch(manager, 3, 0)
-        clock.advance(LAG_MS + 1)
+        manager, partition, first_version = await follower_three_lagging(cluster, clock)
         await cluster.ensemble.settle()
         # The leader's notifications are delayed (its watches are blind) while the controller
         # rewrites the state: the version the leader holds is now stale.
@@ -256,7 +264,7 @@ def test_isr_shrinks_and_expands_are_counted_when_the_watch_applies_the_write_fi
     loop from different kazoo threads, in either order: the leader may already hold the ISR it
     wrote when the write returns. Each change is still counted once."""
     async def scenario(cluster: BrokerCluster) -> None:
-        manager, partition = await leader_of_three(cluster, min_insync=1)
+        manager, partition, _ = await follower_three_lagging(cluster, clock)
         write = manager.zookeeper.set
 
         async def watch_first(path: str, data: bytes, version: int = -1) -> ZNodeStat:
@@ -265,10 +273,6 @@ def test_isr_shrinks_and_expands_are_counted_when_the_watch_applies_the_write_fi
             return stat
         manager.zookeeper.set = watch_first  # type: ignore[method-assign]
 
-        await produce(manager, 3, acks=1)
-        await follower_fetch(manager, 2, 3)
-        await follower_fetch(manager, 3, 0)
-        clock.advance(LAG_MS + 1)
         assert manager.shrink_lagging_isrs() == [partition]
         await cluster.wait_until(lambda: partition.pending_isr is None and partition.isr == [1, 2], "3 leaves")
         assert (manager.events.isr_shrinks, manager.events.isr_expands) == (1, 0)
@@ -286,12 +290,7 @@ def test_a_later_state_seen_through_the_watch_is_not_undone_by_the_isr_writes_an
     epoch, ISR without 3) and the watch applies it, all before the write's answer resumes the
     writer: the leader keeps the later state and its version."""
     async def scenario(cluster: BrokerCluster) -> None:
-        manager, partition = await leader_of_three(cluster, min_insync=1)
-        _, first_version = state_znode(cluster)
-        await produce(manager, 3, acks=1)
-        await follower_fetch(manager, 2, 3)
-        await follower_fetch(manager, 3, 0)
-        clock.advance(LAG_MS + 1)
+        manager, partition, first_version = await follower_three_lagging(cluster, clock)
         write = manager.zookeeper.set
 
         async def controller_writes_next(path: str, data: bytes, version: int = -1) -> ZNodeStat:

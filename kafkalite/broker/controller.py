@@ -267,10 +267,7 @@ class Controller:
             return False
         written = results[-1]
         new_version = written.version if isinstance(written, ZNodeStat) else 0
-        if new_version > info.state_version or info.state is None:
-            # The watch may already have delivered this (or a later) version: never go back.
-            info.state = state
-            info.state_version = new_version
+        info.adopt_state(state, new_version)  # the watch may have delivered a later version already
         return True
 
     def _retry_soon(self) -> None:

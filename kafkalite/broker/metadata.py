@@ -91,6 +91,16 @@ class PartitionInfo:
     def isr(self) -> list[int]:
         return list(self.state.isr) if self.state else []
 
+    def adopt_state(self, state: znodes.PartitionState, version: int) -> bool:
+        """Take ``state`` at znode ``version`` unless a newer version is held already; whether it
+        was taken. The znode's watch and the answer to a read or write of it reach the loop from
+        different ZooKeeper client threads, in either order, so an older one may come last."""
+        if self.state is not None and version < self.state_version:
+            return False
+        self.state = state
+        self.state_version = version
+        return True
+
 
 @dataclass
 class TopicInfo:
@@ -358,17 +368,13 @@ class MetadataCache:
                     entry.state_version = -1
                     self._notify("on_partition_changed", entry)
                 return
-            if entry.state is not None and stat.version < entry.state_version:
-                # a read answered before the last write, delivered after the watch brought it
-                return
             try:
                 state = znodes.PartitionState.from_bytes(data, path)
             except KafkaliteError as exc:
                 log.warning("ignoring partition state: %s", exc)
                 return
-            entry.state = state
-            entry.state_version = stat.version
-            self._notify("on_partition_changed", entry)
+            if entry.adopt_state(state, stat.version):
+                self._notify("on_partition_changed", entry)
         return on_state
 
     def _on_deletions(self, children: list[str]) -> None:

@@ -722,9 +722,7 @@ class ReplicaManager:
             return
         info = self.metadata.partition(partition.topic, partition.partition)
         if info is not None:
-            if info.state is None or stat.version >= info.state_version:
-                info.state = state
-                info.state_version = stat.version
+            info.adopt_state(state, stat.version)
             await self._apply(info)
 
     # -- follower side ------------------------------------------------------------------------

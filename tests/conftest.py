@@ -1,17 +1,54 @@
 """Shared pytest fixtures: real ZooKeeper servers (tests/support/fixtures.py) and brokers; and,
 at the end of a run, the modules that took longest (setup, call and teardown of their tests,
-module fixtures included), so the suite's time can be followed module by module."""
+module fixtures included), so the suite's time can be followed module by module.
+
+Under pytest-xdist (``scripts/test.sh`` runs ``-n 2 --dist loadfile``), each worker picks its
+loopback ports from a range of its own (KAFKALITE_PORT_RANGE, inherited by every broker, tool and
+script the worker starts), and the modules are handed out longest first (LONGEST_MODULES), so
+that the run does not end on one long module started late."""
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 import pytest
 
+from kafkalite.local.zookeeper import PORT_RANGE_VARIABLE, port_range
 from tests.support.fixtures import zookeeper, zookeeper_connect, zookeeper_ensemble  # noqa: F401
 
 SLOWEST_MODULES = 15
+#: The modules that take longest, longest first, as the summary below measured them; the rest
+#: follow in collection order, so the other Spark modules start late in the run, mostly after
+#: the Spark fault test rather than beside it.
+LONGEST_MODULES = (
+    "tests/integration/test_spark_faults.py",
+    "tests/integration/test_fault_matrix.py",
+    "tests/integration/test_openapi.py",
+    "tests/integration/test_transactions.py",
+    "tests/integration/test_compose.py",
+)
 _module_seconds: defaultdict[str, float] = defaultdict(float)
+
+
+def _split_port_range_between_workers() -> None:
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count:
+        return
+    index, workers = int(worker.removeprefix("gw")), int(count)
+    low, high = port_range()
+    width = (high - low) // workers
+    os.environ[PORT_RANGE_VARIABLE] = f"{low + index * width}-{low + (index + 1) * width}"
+
+
+_split_port_range_between_workers()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {module: position for position, module in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -91,6 +91,30 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
 # Test servers listen below the kernel's ephemeral range (32768-60999 by default), so a port
 # picked here cannot be taken by an outgoing connection between the pick and the server's bind.
 _PORT_RANGE = (20000, 32000)
+#: ``LOW-HIGH``: the ports free_ports picks from instead of _PORT_RANGE. Processes that start
+#: servers side by side (parallel test workers, two local clusters) each take a range of their
+#: own, so that no two of them pick the same port between its pick and its bind.
+PORT_RANGE_VARIABLE = "KAFKALITE_PORT_RANGE"
+
+
+def port_range() -> tuple[int, int]:
+    """The ports free_ports picks from, ``[low, high)``: KAFKALITE_PORT_RANGE or the default.
+
+    Raises ValueError naming the variable when it is set but not ``LOW-HIGH`` with
+    ``1024 <= LOW < HIGH <= 65536``.
+    """
+    text = os.environ.get(PORT_RANGE_VARIABLE, "").strip()
+    if not text:
+        return _PORT_RANGE
+    low_text, separator, high_text = text.partition("-")
+    try:
+        low, high = int(low_text), int(high_text)
+    except ValueError:
+        low = high = 0
+    if not separator or not 1024 <= low < high <= 65536:
+        raise ValueError(f"{PORT_RANGE_VARIABLE}={text!r}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65536, "
+                         f"e.g. 20000-26000")
+    return low, high
 
 
 def _ephemeral_floor() -> int:
@@ -104,12 +128,18 @@ def _ephemeral_floor() -> int:
 def free_ports(count: int) -> list[int]:
     """``count`` distinct loopback ports that were free a moment ago (outside the ephemeral range)."""
     generator = random.Random()
-    high = min(_PORT_RANGE[1], _ephemeral_floor() - 1)
+    low, high = port_range()
+    floor = _ephemeral_floor()
+    if low < floor:
+        high = min(high, floor)
+    if count > high - low:
+        raise ValueError(f"{count} ports asked for, {max(0, high - low)} in the range {low}-{high} "
+                         f"({PORT_RANGE_VARIABLE} and the ephemeral range below {floor})")
     chosen: list[int] = []
     sockets: list[socket.socket] = []
     try:
         while len(chosen) < count:
-            port = generator.randrange(_PORT_RANGE[0], high)
+            port = generator.randrange(low, high)
             if port in chosen:
                 continue
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -10,7 +10,8 @@
 * **P3** one consumer reading 10 M records (``--quick``: 1 M) with ``poll_batches()``, and
   fewer with ``poll()`` (target ≥ 1,000,000 records/s, the ``fetch.nMsg.sec`` column);
 * **P4** end-to-end latency at 10,000 records/s, acks=all, replication factor 3 (targets p50
-  ≤ 2 ms, p99 ≤ 5 ms, p99.9 ≤ 14 ms);
+  ≤ 2 ms, p99 ≤ 5 ms, p99.9 ≤ 14 ms), printed beside its floor: the same messages between five
+  minimal processes with no broker work (:mod:`kafkalite.bench.latency_floor`);
 * **P5** storage append and sequential fetch rate on a 5 GB log against a 5 MB log (target ≥
   0.9×; ``--quick``: a 1 GB log), with the functions of :mod:`kafkalite.bench.storage`.
 * **P6** confluent-kafka (librdkafka) over Kafka's wire protocol, 1 broker, acks=1: producer and
@@ -101,6 +102,9 @@ CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.cons
 LATENCY_AVERAGE = re.compile(r"^Avg latency: (?P<average>[\d.]+) ms$")
 LATENCY_PERCENTILES = re.compile(
     r"^Percentiles: 50th = (?P<p50>[\d.]+), 99th = (?P<p99>[\d.]+), 99\.9th = (?P<p999>[\d.]+)$")
+LATENCY_FLOOR = re.compile(
+    r"^latency floor: p50 (?P<p50>[\d.]+) ms, p99 (?P<p99>[\d.]+) ms, p99\.9 (?P<p999>[\d.]+) ms, "
+    r"avg (?P<average>[\d.]+) ms \((?P<received>\d+) records at (?P<rate>[\d.]+) records/s sent\)$")
 LATENCY_RATE = re.compile(
     r"^Sent (?P<sent>\d+) records in (?P<seconds>[\d.]+) s \((?P<rate>[\d.]+) records/s\); "
     r"received (?P<received>\d+), lost (?P<lost>\d+), duplicated (?P<duplicated>\d+)\.$")
@@ -686,6 +690,7 @@ def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wa
         rows.append(row)
     if "P4" in wanted:
         rows.append(run_latency(cluster, runner, sizes, topic_configs))
+        rows.append(run_latency_floor(runner, sizes))
     if "P7" in wanted:
         run_transactions(cluster, runner, sizes, topic_configs, rows)
     if "P9" in wanted:
@@ -711,6 +716,22 @@ def run_latency(cluster: BrokerCluster, runner: Runner, sizes: Sizes, topic_conf
               f"{int(figures.get('lost', 0))} lost)")
     met = (problem is None and figures["p50"] <= 2 and figures["p99"] <= 5 and figures["p999"] <= 14)
     return Row(label, figure, target, verdict(met))
+
+
+def run_latency_floor(runner: Runner, sizes: Sizes) -> Row:
+    """P4's floor: its messages between five minimal processes (:mod:`kafkalite.bench.latency_floor`)."""
+    label = ("P4 floor: the same messages at 10,000 records/s between five minimal Python processes "
+             "(no broker work)")
+    target = "reference: what P4 can reach at best on this machine"
+    run = runner.run("kafkalite.bench.latency_floor", ["--records", str(sizes.p4_records), "--rate", "10000",
+                                                       "--record-size", str(RECORD_SIZE)], label)
+    match = next((found for line in run.lines if (found := LATENCY_FLOOR.match(line))), None)
+    problem = run.failure()
+    if match is None or problem:
+        return Row(label, problem or "no result line", target, "skipped" if run.skipped else "missed")
+    figure = (f"p50 {float(match['p50']):.2f} ms, p99 {float(match['p99']):.2f} ms, "
+              f"p99.9 {float(match['p999']):.2f} ms (avg {float(match['average']):.2f} ms)")
+    return Row(label, figure, target, "reference")
 
 
 TXN_LINE = re.compile(r"^txn produce (?P<label>idempotent|transactional (?P<size>\d+)): (?P<records>\d+) records in "

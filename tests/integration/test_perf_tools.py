@@ -209,6 +209,31 @@ def test_usage_errors(script: str, arguments: list[str], message: str) -> None:
     assert "Error:" in result.stderr and message in result.stderr, result.stderr
 
 
+LATENCY_FLOOR = re.compile(r"^latency floor: p50 ([\d.]+) ms, p99 ([\d.]+) ms, p99\.9 ([\d.]+) ms, avg ([\d.]+) ms "
+                           r"\((\d+) records at ([\d.]+) records/s sent\)$")
+
+
+def test_latency_floor_times_every_record_of_its_five_processes() -> None:
+    result = subprocess.run([sys.executable, "-m", "kafkalite.bench.latency_floor", "--records", "3000", "--rate",
+                             "5000"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    match = LATENCY_FLOOR.match(result.stdout.strip())
+    assert match, result.stdout
+    p50, p99, p999, average = (float(value) for value in match.groups()[:4])
+    assert 0 < p50 <= p99 <= p999 and average > 0
+    assert int(match.group(5)) == 3000
+    assert 1000 < float(match.group(6)) < 6000  # paced at the rate asked for
+
+
+@pytest.mark.parametrize("arguments", [["--rate", "0"], ["--records", "0"], ["--record-size", "8"], ["--bogus"]])
+def test_latency_floor_refuses_bad_flags(arguments: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "kafkalite.bench.latency_floor", *arguments], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "Error:" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 @pytest.mark.slow
 def test_benchmark_suite_quick_p1_prints_a_table(tmp_path: Path) -> None:
     docs = tmp_path / "performance.md"

@@ -103,6 +103,8 @@ class Controller:
         self._stopped = False
         self.enabled = False  # set once this broker is registered: no controller before that
         self._election_lock = asyncio.Lock()
+        #: elections started by a /controller watch, so that stop() can end them
+        self._elections: set[asyncio.Task[bool]] = set()
         metadata.add_listener(self)
 
     # -- metadata listener --------------------------------------------------------------------
@@ -130,7 +132,9 @@ class Controller:
         if self._stopped or not self.enabled:
             return
         if controller_id == -1:
-            asyncio.get_running_loop().create_task(self.try_elect())
+            election = asyncio.get_running_loop().create_task(self.try_elect(), name="controller-election")
+            self._elections.add(election)
+            election.add_done_callback(self._elections.discard)
         elif controller_id != self.broker_id and self.active:
             log.warning("controller: broker %d is controller now; resigning", controller_id)
             self._resign()
@@ -170,6 +174,12 @@ class Controller:
                 return False
             self.epoch = new_epoch
             self.epoch_version = stat.version + 1
+            if self._stopped:
+                # Won while the broker stops: take no office. /controller is ephemeral and goes
+                # with the session, which stop closes next; the other brokers then elect.
+                log.info("broker %d won the controller election (epoch %d) while stopping; not taking office",
+                         self.broker_id, new_epoch)
+                return False
             self.active = True
             self.elections += 1
             log.info("broker %d is the controller (epoch %d)", self.broker_id, new_epoch)
@@ -208,9 +218,12 @@ class Controller:
 
     async def stop(self) -> None:
         self._stopped = True
+        for election in self._elections:
+            election.cancel()  # a request it waits on may never be answered while ZooKeeper is away
         tasks = [task for task in (self._task, self._rebalance_task, self._retry_task) if task is not None]
+        elections = list(self._elections)
         self._resign()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *elections, return_exceptions=True)
         # /controller is ephemeral: closing the session removes it at once, without a request
         # that could hang while ZooKeeper is unreachable.
 

@@ -104,3 +104,32 @@ def test_two_candidates_racing_make_one_controller_and_one_epoch_bump(run: Run) 
         assert data is not None and data[1].version == winner.epoch_version == 1
 
     run(scenario)
+
+
+def test_an_election_in_flight_when_the_controller_stops_ends_without_taking_office(run: Run) -> None:
+    """Broker 2 starts an election when the controller's session expires, and its controller is
+    stopped (the broker shuts down) before that election finished: it must not take office after
+    stopping (watches and a reconcile task set up on a ZooKeeper client about to close), and
+    nothing is left for the loop to report as a task exception never retrieved."""
+    async def scenario(cluster: BrokerCluster) -> None:
+        await cluster.add_broker(1)
+        await cluster.add_broker(2)
+        assert cluster.active_controllers() == [1]
+        second = cluster.nodes[2].controller
+        loop = asyncio.get_running_loop()
+        unhandled: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _, context: unhandled.append(context))
+        cluster.expire(1)
+        for _ in range(10_000):  # yield until broker 2's election is under way (past its first check)
+            if second._elections and second._election_lock.locked():
+                break
+            await asyncio.sleep(0)
+        elections = set(second._elections)
+        assert elections and second._election_lock.locked(), "broker 2 started no election"
+        await second.stop()
+        await cluster.ensemble.settle()
+        assert all(election.done() for election in elections)
+        assert not second.active and second._task is None
+        assert unhandled == []
+
+    run(scenario)

@@ -70,6 +70,14 @@ def narrowed(document: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def described(error: BaseException) -> str:
+    """The error's text and, for a group (hypothesis reports a flaky example as one), its members'."""
+    text = f"{type(error).__name__}: {error}"
+    for member in getattr(error, "exceptions", ()):
+        text += "\n  - " + described(member).replace("\n", "\n    ")
+    return text
+
+
 def test_the_served_description_lists_every_route(broker: BrokerCluster) -> None:
     address = broker.brokers[1].address
     document = http(address, "GET", protocol.OPENAPI)
@@ -107,7 +115,7 @@ def test_the_broker_conforms_to_its_openapi_description(broker: BrokerCluster) -
         except hypothesis.errors.Unsatisfiable:  # no input to break (GET /health): nothing negative to send
             assert mode is schemathesis.GenerationMode.NEGATIVE
         except Exception as exc:  # one failure per operation is enough to report it
-            failures.append(f"{operation.method.upper()} {operation.path} ({mode.value}): {str(exc)[:2000]}")
+            failures.append(f"{operation.method.upper()} {operation.path} ({mode.value}): {described(exc)[:4000]}")
     elapsed = time.monotonic() - started
     print(f"schemathesis: {calls} requests over {len(operations)} operations in {elapsed:.1f} s, "
           f"{len(failures)} failures")

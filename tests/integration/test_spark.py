@@ -246,17 +246,18 @@ def test_assign_to_a_missing_topic_or_partition_fails_fast_and_subscribe_warns(
 
     existing = new_topic(admin, partitions=2)
     missing = f"missing-{uuid.uuid4().hex[:8]}"
-    began = time.monotonic()
-    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*topic {missing}"):
+    # Each failure comes from the check of the assign option before any read (which gives up
+    # after a few seconds), not from a read that waits out its timeouts: its message says so.
+    upfront = "the assign option names what does not exist: "
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*{upfront}topic {missing}"):
         spark_read(spark, bootstrap, assign=json.dumps({missing: [0], existing: [0]})).count()
-    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*partition {existing}-5 "
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*{upfront}partition {existing}-5 "
                                         r"\(the topic has 2 partitions\)"):
         spark_read(spark, bootstrap, assign=json.dumps({existing: [0, 5]})).count()
     query = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
              .option("assign", json.dumps({missing: [0]})).load().writeStream.format("noop").start())
-    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*topic {missing}"):
+    with pytest.raises(Exception, match=f"UNKNOWN_TOPIC_OR_PARTITION.*{upfront}topic {missing}"):
         query.awaitTermination(60)
-    assert time.monotonic() - began < 30, "three failures, each within a few seconds"
     # subscribe: Spark's behaviour (no rows), and a warning naming the topic
     assert spark_read(spark, bootstrap, subscribe=missing).count() == 0
     cluster = ClusterClient(bootstrap)

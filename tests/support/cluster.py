@@ -58,7 +58,8 @@ def running_cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any, na
         yield brokers
     finally:
         brokers.stop()
-    assert brokers.error_lines() == []
+    errors = brokers.error_lines()
+    assert errors == [], "a broker logged at ERROR:\n" + "\n".join(errors)
 
 
 __all__ = ["ROOT", "BrokerCluster", "BrokerProcess", "HttpError", "free_port", "http", "running_cluster"]

@@ -36,7 +36,7 @@ def _split_port_range_between_workers() -> None:
     if not worker or not count:
         return
     index, workers = int(worker.removeprefix("gw")), int(count)
-    low, high = port_range()
+    low, high = port_range()  # what free_ports picks from: already cut at the ephemeral range
     width = (high - low) // workers
     os.environ[PORT_RANGE_VARIABLE] = f"{low + index * width}-{low + (index + 1) * width}"
 

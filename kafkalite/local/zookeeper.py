@@ -98,23 +98,26 @@ PORT_RANGE_VARIABLE = "KAFKALITE_PORT_RANGE"
 
 
 def port_range() -> tuple[int, int]:
-    """The ports free_ports picks from, ``[low, high)``: KAFKALITE_PORT_RANGE or the default.
+    """The ports free_ports picks from, ``[low, high)``: KAFKALITE_PORT_RANGE or the default,
+    cut off at the kernel's ephemeral range when it starts below it (a range that starts inside
+    the ephemeral range is taken as given).
 
     Raises ValueError naming the variable when it is set but not ``LOW-HIGH`` with
     ``1024 <= LOW < HIGH <= 65536``.
     """
     text = os.environ.get(PORT_RANGE_VARIABLE, "").strip()
-    if not text:
-        return _PORT_RANGE
-    low_text, separator, high_text = text.partition("-")
-    try:
-        low, high = int(low_text), int(high_text)
-    except ValueError:
-        low = high = 0
-    if not separator or not 1024 <= low < high <= 65536:
-        raise ValueError(f"{PORT_RANGE_VARIABLE}={text!r}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65536, "
-                         f"e.g. 20000-26000")
-    return low, high
+    low, high = _PORT_RANGE
+    if text:
+        low_text, separator, high_text = text.partition("-")
+        try:
+            low, high = int(low_text), int(high_text)
+        except ValueError:
+            low = high = 0
+        if not separator or not 1024 <= low < high <= 65536:
+            raise ValueError(f"{PORT_RANGE_VARIABLE}={text!r}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65536, "
+                             f"e.g. 20000-26000")
+    floor = _ephemeral_floor()
+    return (low, min(high, floor)) if low < floor else (low, high)
 
 
 def _ephemeral_floor() -> int:
@@ -129,12 +132,9 @@ def free_ports(count: int) -> list[int]:
     """``count`` distinct loopback ports that were free a moment ago (outside the ephemeral range)."""
     generator = random.Random()
     low, high = port_range()
-    floor = _ephemeral_floor()
-    if low < floor:
-        high = min(high, floor)
     if count > high - low:
-        raise ValueError(f"{count} ports asked for, {max(0, high - low)} in the range {low}-{high} "
-                         f"({PORT_RANGE_VARIABLE} and the ephemeral range below {floor})")
+        raise ValueError(f"{count} ports asked for, {high - low} in the range {low}-{high} "
+                         f"({PORT_RANGE_VARIABLE} or the default, cut at the ephemeral range)")
     chosen: list[int] = []
     sockets: list[socket.socket] = []
     try:

@@ -11,8 +11,18 @@ from kafkalite.local.zookeeper import PORT_RANGE_VARIABLE, free_ports, port_rang
 
 def test_without_the_variable_ports_come_from_below_the_ephemeral_range(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PORT_RANGE_VARIABLE, raising=False)
+    monkeypatch.setattr(zookeeper, "_ephemeral_floor", lambda: 32768)
     assert port_range() == (20000, 32000)
     assert all(20000 <= port < 32000 for port in free_ports(20))
+
+
+def test_a_range_reaching_into_the_ephemeral_range_is_cut_where_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zookeeper, "_ephemeral_floor", lambda: 26010)
+    monkeypatch.setenv(PORT_RANGE_VARIABLE, "26000-27000")
+    assert port_range() == (26000, 26010)
+    assert all(26000 <= port < 26010 for port in free_ports(10))
+    monkeypatch.delenv(PORT_RANGE_VARIABLE)
+    assert port_range() == (20000, 26010)  # so parallel workers split what free_ports really uses
 
 
 def test_the_variable_narrows_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,6 +35,7 @@ def test_the_variable_narrows_the_range(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_range_above_the_ephemeral_floor_is_taken_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PORT_RANGE_VARIABLE, "40000-40010")
     monkeypatch.setattr(zookeeper, "_ephemeral_floor", lambda: 32768)
+    assert port_range() == (40000, 40010)
     assert all(40000 <= port < 40010 for port in free_ports(5))
 
 

@@ -47,14 +47,13 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from kafkalite.tools.common import ToolArgumentParser
+from kafkalite.tools.e2e_latency import DRAIN_TIMEOUT_SECONDS, HEADER, percentile
 from kafkalite.tools.producer_perf_test import ThroughputThrottler
 
 LENGTH = struct.Struct(">I")
 OFFSET = struct.Struct(">q")
-STAMP = struct.Struct(">qq")  # sent at (monotonic ns), sequence
 PRODUCE, FOLLOWER_FETCH, CONSUMER_FETCH = b"P", b"F", b"C"
 FOLLOWERS = 2
-DRAIN_SECONDS = 30.0
 STARTUP_SECONDS = 30.0
 
 
@@ -246,7 +245,7 @@ def _consumer_process(port: int, count: int, results: Any) -> None:
     latencies = array.array("d")
     clock = time.monotonic_ns
     offset = 0
-    sock.settimeout(DRAIN_SECONDS)
+    sock.settimeout(DRAIN_TIMEOUT_SECONDS)
     with sock:
         try:
             while offset < count:
@@ -256,16 +255,12 @@ def _consumer_process(port: int, count: int, results: Any) -> None:
                     break
                 now = clock()
                 for value in _split_records(body):
-                    sent, _ = STAMP.unpack_from(value)
+                    sent, _ = HEADER.unpack_from(value)
                     latencies.append((now - sent) / 1e6)
                     offset += 1
         except TimeoutError:
             pass
     results.send_bytes(latencies.tobytes())
-
-
-def _percentile(ordered: list[float], fraction: float) -> float:
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
 
 
 def measure(records: int, rate: float, record_size: int) -> tuple[list[float], float]:
@@ -291,7 +286,7 @@ def measure(records: int, rate: float, record_size: int) -> tuple[list[float], f
         if not ready_parent.poll(STARTUP_SECONDS) or ready_parent.recv() != "waiting":
             raise RuntimeError("the followers and the consumer did not connect")
         sent_rate = _produce(port, records, rate, record_size)
-        if not results_parent.poll(DRAIN_SECONDS + STARTUP_SECONDS):
+        if not results_parent.poll(DRAIN_TIMEOUT_SECONDS + STARTUP_SECONDS):
             raise RuntimeError("the consumer process did not report")
         latencies = array.array("d")
         latencies.frombytes(results_parent.recv_bytes())
@@ -318,7 +313,7 @@ def _produce(port: int, records: int, rate: float, record_size: int) -> float:
 
     reader = threading.Thread(target=read_answers, name="floor-produce-answers", daemon=True)
     reader.start()
-    filler = b"x" * max(0, record_size - STAMP.size)
+    filler = b"x" * max(0, record_size - HEADER.size)
     clock: Callable[[], int] = time.monotonic_ns
     throttler = ThroughputThrottler(rate, time.monotonic())
     started = time.monotonic()
@@ -326,9 +321,9 @@ def _produce(port: int, records: int, rate: float, record_size: int) -> float:
     for sequence in range(records):
         if throttler.should_throttle(sequence, time.monotonic()):
             throttler.throttle()
-        send(_frame(PRODUCE + STAMP.pack(clock(), sequence) + filler))
+        send(_frame(PRODUCE + HEADER.pack(clock(), sequence) + filler))
     seconds = time.monotonic() - started
-    reader.join(DRAIN_SECONDS)
+    reader.join(DRAIN_TIMEOUT_SECONDS)
     sock.close()
     return records / max(seconds, 1e-9)
 
@@ -340,17 +335,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10_000.0, help="records/s (default 10000)")
     parser.add_argument("--record-size", type=int, default=100, help="bytes per value (default 100)")
     arguments = parser.parse_args(argv)
-    if arguments.records < 1 or arguments.rate <= 0 or arguments.record_size < STAMP.size:
-        parser.error(f"--records must be >= 1, --rate > 0 and --record-size >= {STAMP.size}")
+    if arguments.records < 1 or arguments.rate <= 0 or arguments.record_size < HEADER.size:
+        parser.error(f"--records must be >= 1, --rate > 0 and --record-size >= {HEADER.size}")
     latencies, sent_rate = measure(arguments.records, arguments.rate, arguments.record_size)
-    ordered = sorted(latencies)
-    average = sum(ordered) / len(ordered) if ordered else float("nan")
-    print(f"latency floor: p50 {_percentile(ordered, 0.5):.3f} ms, p99 {_percentile(ordered, 0.99):.3f} ms, "
-          f"p99.9 {_percentile(ordered, 0.999):.3f} ms, avg {average:.3f} ms "
-          f"({len(ordered)} records at {sent_rate:.0f} records/s sent)", flush=True)
-    if len(ordered) < arguments.records:
-        print(f"Error: {arguments.records - len(ordered)} of {arguments.records} records did not arrive within "
-              f"{DRAIN_SECONDS:.0f} s", file=sys.stderr)
+    ordered = sorted(latencies) or [float("nan")]
+    average = sum(ordered) / len(ordered)
+    print(f"latency floor: p50 {percentile(ordered, 0.5):.3f} ms, p99 {percentile(ordered, 0.99):.3f} ms, "
+          f"p99.9 {percentile(ordered, 0.999):.3f} ms, avg {average:.3f} ms "
+          f"({len(latencies)} records at {sent_rate:.0f} records/s sent)", flush=True)
+    if len(latencies) < arguments.records:
+        print(f"Error: {arguments.records - len(latencies)} of {arguments.records} records did not arrive within "
+              f"{DRAIN_TIMEOUT_SECONDS:.0f} s", file=sys.stderr)
         return 1
     return 0
 

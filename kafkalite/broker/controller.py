@@ -218,10 +218,10 @@ class Controller:
 
     async def stop(self) -> None:
         self._stopped = True
-        for election in self._elections:
+        elections = list(self._elections)
+        for election in elections:
             election.cancel()  # a request it waits on may never be answered while ZooKeeper is away
         tasks = [task for task in (self._task, self._rebalance_task, self._retry_task) if task is not None]
-        elections = list(self._elections)
         self._resign()
         await asyncio.gather(*tasks, *elections, return_exceptions=True)
         # /controller is ephemeral: closing the session removes it at once, without a request

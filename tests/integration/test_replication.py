@@ -45,6 +45,13 @@ def replica_fetch(cluster: BrokerCluster, topic: str, broker_id: int, leader: in
         time.sleep(0.1)
 
 
+def under_min_isr_partitions(cluster: BrokerCluster, broker_id: int) -> int:
+    """The broker's UnderMinIsrPartitionCount gauge, read off its /metrics."""
+    text = http(cluster.brokers[broker_id].address, "GET", "/metrics").decode()
+    name = "kafkalite_server_replica_manager_under_min_isr_partition_count "
+    return next(int(float(line[len(name):])) for line in text.splitlines() if line.startswith(name))
+
+
 def test_acks_all_waits_for_isr_and_min_insync_is_enforced(cluster: BrokerCluster) -> None:
     cluster.create_topic("durable", partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
     leader = cluster.wait_in_sync("durable")[0]["leader"]
@@ -56,6 +63,10 @@ def test_acks_all_waits_for_isr_and_min_insync_is_enforced(cluster: BrokerCluste
     for broker_id in followers:
         cluster.brokers[broker_id].kill()
     cluster.wait_for(lambda: cluster.partitions("durable", leader)[0]["isr"] == [leader], 30, "ISR shrunk to leader")
+    # The metadata cache shows a new state as soon as its watch fires; the leader's partition
+    # takes it when it has applied it (a controller's change bumps the leader epoch, which is
+    # applied in a task of its own). Wait for the partition itself: its gauge counts it then.
+    cluster.wait_for(lambda: under_min_isr_partitions(cluster, leader) == 1, 30, "the leader's partition under min ISR")
     refused = produce(cluster, "durable", 0, [b"two"], acks=-1, leader=leader)
     assert protocol.error_for(refused.error_code).message == "NOT_ENOUGH_REPLICAS"
     accepted = produce(cluster, "durable", 0, [b"three"], acks=1, leader=leader)

@@ -32,8 +32,9 @@ caller that serves several brokers (the producer's sender) never blocks on one t
 answer.
 
 With an ``ssl_context`` every connection is TLS: ``https://`` for the JSON calls and the
-channel's WebSocket over TLS (``wss://``), with the context's certificate and host-name checks;
-a failed handshake is a KafkaConnectionError, never a fallback to plain TCP.
+channel's WebSocket over TLS (``wss://``, through :mod:`kafkalite.security.tls_stream`, which
+decrypts what arrives straight into the channel's buffers), with the context's certificate and
+host-name checks; a failed handshake is a KafkaConnectionError, never a fallback to plain TCP.
 
 Concurrency: one AsyncTransport per event loop; coroutines and callbacks on that loop only.
 """
@@ -50,7 +51,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 import aiohttp
@@ -65,6 +66,7 @@ from kafkalite.errors import (
     SaslAuthenticationFailedError,
     UnknownServerError,
 )
+from kafkalite.security.tls_stream import open_tls_connection
 
 log = logging.getLogger(__name__)
 
@@ -617,14 +619,20 @@ class AsyncTransport:
         except ValueError:
             raise KafkaConnectionError(f"bad broker address {address!r}") from None
         loop = asyncio.get_running_loop()
+        hostname = host.strip("[]") or "127.0.0.1"
+
+        def channel() -> PipelinedConnection:
+            return PipelinedConnection(address, self.request_timeout_ms, self.client_id, self.note_failure,
+                                       self.authorization)
+
+        opening: Awaitable[tuple[asyncio.BaseTransport, PipelinedConnection]]
+        if self.ssl_context is not None:
+            opening = open_tls_connection(channel, hostname, port, context=self.ssl_context,
+                                          server_hostname=hostname)
+        else:
+            opening = loop.create_connection(channel, hostname, port)
         try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: PipelinedConnection(address, self.request_timeout_ms, self.client_id,
-                                                                   self.note_failure, self.authorization),
-                                       host.strip("[]") or "127.0.0.1", port, ssl=self.ssl_context,
-                                       server_hostname=(host.strip("[]") or "127.0.0.1")
-                                       if self.ssl_context is not None else None),
-                self.connect_timeout_ms / 1000)
+            _, connection = await asyncio.wait_for(opening, self.connect_timeout_ms / 1000)
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {address} timed out") from None
         except ssl.SSLError as exc:

@@ -65,7 +65,7 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
 fi
 # The C extensions (setup.py), rebuilt in place whenever a C source is newer than its built module.
 stale=""
-for source in kafkalite/record/_speedups.c kafkalite/client/_speedups.c; do
+for source in kafkalite/record/_speedups.c kafkalite/client/_speedups.c kafkalite/security/_tls_records.c; do
   built="$(ls "${source%.c}".*.so 2>/dev/null | head -n 1 || true)"
   if [ -z "$built" ] || [ "$source" -nt "$built" ]; then stale="$stale $source"; fi
 done

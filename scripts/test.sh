@@ -31,6 +31,7 @@ fi
 # the package, and where PYTHONDONTWRITEBYTECODE is set each of them would compile it anew.
 .venv/bin/python -m compileall -q kafkalite pyspark_kafkalite tests >/dev/null
 echo "record codec: $(.venv/bin/python -c 'from kafkalite.record.speedups import IMPLEMENTATION; print(IMPLEMENTATION)')"
+echo "TLS records reader: $(.venv/bin/python -c 'from kafkalite.security.tls_stream import records_reader_name; print(records_reader_name())')"
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi

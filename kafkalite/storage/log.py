@@ -89,9 +89,12 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class FetchData:
-    """Whole batches read from the log plus the offsets a fetch response reports."""
+    """Whole batches read from the log plus the offsets a fetch response reports.
 
-    records: bytes
+    ``records`` is bytes, or a read-only view of the front of a larger read (no copy is made
+    to cut a read at the last whole batch)."""
+
+    records: bytes | memoryview
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
@@ -443,7 +446,7 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(
                     f"{self.name}: offset {offset} is outside [{self.log_start_offset}, {end}]")
             limit = end if max_offset is None else min(max_offset, end)
-            records = b""
+            records: bytes | memoryview = b""
             if offset < limit:
                 index = bisect_right(self._base_offsets, offset) - 1
                 while index < len(self.segments):

@@ -241,9 +241,13 @@ class Segment:
                 return batch_position
         return None
 
-    def read(self, position: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> bytes:
+    def read(self, position: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> bytes | memoryview:
         """Whole batches from ``position``: at most ``max_bytes`` (but the first batch whole when
-        ``min_one_batch``), none holding an offset at or above ``max_offset``."""
+        ``min_one_batch``), none holding an offset at or above ``max_offset``.
+
+        A read cut short of what was read from the file (the next batch does not fit) is a
+        read-only view of the front of that read: a fetch answer's megabytes are not copied
+        again to drop the part of a batch that will not be sent."""
         available = self.size - position
         if available <= 0:
             return b""
@@ -262,7 +266,7 @@ class Segment:
             size = LOG_OVERHEAD + batch_length
             if last_offset < max_offset and size <= available and batch_length >= MIN_BATCH_LENGTH:
                 return os.pread(self._fd, size, position)
-        return buffer[:cursor] if cursor < len(buffer) else buffer
+        return memoryview(buffer)[:cursor] if cursor < len(buffer) else buffer
 
     def first_offset_at_or_after_time(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, or None."""

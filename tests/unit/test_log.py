@@ -88,6 +88,21 @@ def test_read_stops_at_high_watermark_and_raises_out_of_range(tmp_path: Path) ->
     assert partition_log.read(100, 100).records == b""
 
 
+def test_a_read_cut_at_the_last_whole_batch_is_a_read_only_view_of_exact_batches(tmp_path: Path) -> None:
+    partition_log = open_log(tmp_path / "topic-0")
+    batches = [values_batch(start, 10) for start in range(0, 100, 10)]
+    for batch in batches:
+        partition_log.append_as_leader(batch, leader_epoch=0)
+    partition_log.update_high_watermark(100)
+    size = len(batches[0])
+    records = partition_log.read(0, 3 * size + size // 2).records  # three and a half batches' room
+    assert isinstance(records, memoryview) and records.readonly
+    assert bytes(records) == b"".join(partition_log.read(offset, size).records for offset in (0, 10, 20))
+    assert [batch.base_offset for batch in iter_batches(records, validate=True)] == [0, 10, 20]
+    stored = b"".join(bytes(partition_log.read(offset, size).records) for offset in range(0, 100, 10))
+    assert bytes(partition_log.read(0, 1 << 20).records) == stored  # a read of everything is not cut
+
+
 def test_first_batch_is_returned_whole_even_past_max_bytes(tmp_path: Path) -> None:
     partition_log = open_log(tmp_path / "topic-0")
     partition_log.append_as_leader(values_batch(0, 100, size=100), leader_epoch=0)

@@ -35,6 +35,9 @@ pytestmark = pytest.mark.integration
 
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
 PRODUCE, LIST_OFFSETS, WRITE_TXN_MARKERS = 0, 2, 27
+#: Produce errors that say nothing was written (a leader not serving the partition yet, as right
+#: after the topic is created): a producer sends again.
+NOTHING_WRITTEN = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +90,16 @@ class Producer:
         """Produce one transactional batch (acks=all) to the leader; returns its base offset."""
         batch = build_batch(values, producer_id=self.producer_id, producer_epoch=self.epoch,
                             base_sequence=self.sequence, transactional=True)
-        leader = self.cluster.brokers[leader_of(self.cluster, self.topic)]
-        response = kafka_call(leader.address, PRODUCE, 8, {
-            "transactional_id": "log-side-test", "acks": -1, "timeout": 30_000,
-            "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": batch}]}]})
-        [partition] = response.responses[0].partition_responses
+
+        def attempt() -> Any:  # sent again, as a producer does, while the leader did not take it
+            leader = self.cluster.brokers[leader_of(self.cluster, self.topic)]
+            response = kafka_call(leader.address, PRODUCE, 8, {
+                "transactional_id": "log-side-test", "acks": -1, "timeout": 30_000,
+                "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": batch}]}]})
+            [answer] = response.responses[0].partition_responses
+            return None if answer.error_code in NOTHING_WRITTEN else answer
+
+        partition = self.cluster.wait_for(attempt, 30, f"the leader of {self.topic} taking a transactional batch")
         assert partition.error_code == 0, partition
         self.sequence += len(values)
         return int(partition.base_offset)
@@ -115,8 +123,16 @@ class Producer:
 
 
 def plain(cluster: BrokerCluster, topic: str, values: list[bytes]) -> None:
-    cluster.call("POST", f"/v1/topics/{topic}/records", {
-        "acks": -1, "records": [{"value": value.decode(), "partition": 0} for value in values]})
+    """Non-transactional records with acks=all over the JSON route, sent again (as a producer
+    would) while the answer says the leader did not take them."""
+    def attempt() -> Any:
+        answer = cluster.call("POST", f"/v1/topics/{topic}/records", {
+            "acks": -1, "records": [{"value": value.decode(), "partition": 0} for value in values]})
+        codes = {item["error_code"] for item in answer["offsets"]}
+        return None if codes & NOTHING_WRITTEN else answer
+
+    answer = cluster.wait_for(attempt, 30, f"the leader of {topic} taking records")
+    assert [item["error_code"] for item in answer["offsets"]] == [0] * len(values), answer
 
 
 def read_values(cluster: BrokerCluster, topic: str, isolation: str, expected: int,

@@ -90,7 +90,9 @@ def test_metadata_from_any_broker_agrees(cluster: BrokerCluster) -> None:
 
 
 def test_produce_fetch_round_trip_by_offset_and_timestamp(cluster: BrokerCluster) -> None:
-    cluster.create_topic("roundtrip", partitions=2, replication_factor=3)
+    # the records carry timestamps from 1970: with the default retention.ms the broker's retention
+    # pass may delete them whenever it runs, so this topic keeps its records for ever
+    cluster.create_topic("roundtrip", partitions=2, replication_factor=3, configs={"retention.ms": "-1"})
     partitions = cluster.wait_in_sync("roundtrip")
     leader = partitions[1]["leader"]
     first = produce(cluster, "roundtrip", 1, [b"a", b"b", b"c"], timestamps=[1000, 2000, 3000])

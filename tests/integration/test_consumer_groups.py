@@ -290,7 +290,9 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing(cluster: BrokerClus
     revoked = [partitions for member in first for _, kind, partitions in member.events[events_before[id(member)]:]
                if kind in ("revoked", "lost")]
     # Only the two partitions that moved to the new member were revoked, one from each member.
-    assert sorted(len(partitions) for partitions in revoked) == [1, 1]
+    assert sorted(len(partitions) for partitions in revoked) == [1, 1], [
+        (round(moment - window_start, 3), kind, sorted(tp.partition for tp in partitions))
+        for member in everyone for moment, kind, partitions in member.events]
     assert set().union(*revoked) == moved
     for member in first:
         kept = before[id(member)] - moved

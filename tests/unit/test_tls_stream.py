@@ -115,6 +115,13 @@ class EchoServer(asyncio.Protocol):
                 self.transport.close()
 
 
+async def connect(pki: dict[str, str], port: int, buffer_bytes: int = 4096
+                  ) -> tuple[tls_stream.TLSTransport, Collector]:
+    """A client TLS connection to the test's server on ``port``, verified against the test CA."""
+    return await tls_stream.open_tls_connection(lambda: Collector(buffer_bytes), "127.0.0.1", port,
+                                                context=client_context(pki["ca"]), server_hostname="localhost")
+
+
 def run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(test(), 30))
 
@@ -131,9 +138,7 @@ def test_what_the_server_sends_arrives_whole_and_in_order(pki: dict[str, str], r
     async def test() -> None:
         server, port = await started_server(pki)
         async with server:
-            transport, application = await tls_stream.open_tls_connection(
-                lambda: Collector(buffer_bytes), "127.0.0.1", port, context=client_context(pki["ca"]),
-                server_hostname="localhost")
+            transport, application = await connect(pki, port, buffer_bytes)
             sizes = [1, 16 * 1024, 16 * 1024 + 1, 3 * 1024 * 1024 + 17, 5]
             application.wanted = sum(sizes)
             transport.writelines([f"send {size}\n".encode() for size in sizes])
@@ -151,9 +156,7 @@ def test_what_the_client_writes_arrives_whole(pki: dict[str, str], reader: str) 
     async def test() -> None:
         server, port = await started_server(pki)
         async with server:
-            transport, application = await tls_stream.open_tls_connection(
-                lambda: Collector(4096), "127.0.0.1", port, context=client_context(pki["ca"]),
-                server_hostname="localhost")
+            transport, application = await connect(pki, port)
             payload = os.urandom(2 * 1024 * 1024).replace(b"\n", b"x")
             transport.write(b"head:")
             for start in range(0, len(payload), 256 * 1024):
@@ -172,9 +175,7 @@ def test_the_server_closing_the_session_ends_the_connection_cleanly(pki: dict[st
     async def test() -> None:
         server, port = await started_server(pki)
         async with server:
-            transport, application = await tls_stream.open_tls_connection(
-                lambda: Collector(4096), "127.0.0.1", port, context=client_context(pki["ca"]),
-                server_hostname="localhost")
+            transport, application = await connect(pki, port)
             transport.write(b"send 10\nclose\n")
             assert await application.lost is None
             assert len(application.received) == 10

@@ -1,6 +1,8 @@
 """Shared pytest fixtures: real ZooKeeper servers (tests/support/fixtures.py) and brokers; and,
 at the end of a run, the modules that took longest (setup, call and teardown of their tests,
-module fixtures included), so the suite's time can be followed module by module.
+module fixtures included), so the suite's time can be followed module by module, and the tests
+that came closest to their timeout (pytest-timeout's, which covers setup, call and teardown),
+with the share of it they used: a test should use at most half of it at rest.
 
 Under pytest-xdist (``scripts/test.sh`` runs ``-n 2 --dist loadfile``), each worker picks its
 loopback ports from a range of its own (KAFKALITE_PORT_RANGE, inherited by every broker, tool and
@@ -18,6 +20,10 @@ from kafkalite.local.zookeeper import PORT_RANGE_VARIABLE, port_range
 from tests.support.fixtures import zookeeper, zookeeper_connect, zookeeper_ensemble  # noqa: F401
 
 SLOWEST_MODULES = 15
+CLOSEST_TO_TIMEOUT = 10
+#: the share of its timeout a test may use at rest; the margin table marks those above it
+TIMEOUT_SHARE_AT_REST = 0.5
+_TIMEOUT_PROPERTY = "timeout_s"
 #: The modules that take longest, longest first, as the summary below measured them; the rest
 #: follow in collection order, so the other Spark modules start late in the run, mostly after
 #: the Spark fault test rather than beside it.
@@ -29,6 +35,8 @@ LONGEST_MODULES = (
     "tests/integration/test_compose.py",
 )
 _module_seconds: defaultdict[str, float] = defaultdict(float)
+_test_seconds: defaultdict[str, float] = defaultdict(float)
+_test_timeouts: dict[str, float] = {}
 
 
 def _split_port_range_between_workers() -> None:
@@ -44,7 +52,18 @@ def _split_port_range_between_workers() -> None:
 _split_port_range_between_workers()
 
 
+def _timeout_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    if marker is not None and "timeout" in marker.kwargs:
+        return float(marker.kwargs["timeout"])
+    return float(item.config.getini("timeout") or 0)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:  # carried by every report, to the xdist controller too
+        item.user_properties.append((_TIMEOUT_PROPERTY, _timeout_of(item)))
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     rank = {module: position for position, module in enumerate(LONGEST_MODULES)}
@@ -53,9 +72,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _module_seconds[report.nodeid.split("::", 1)[0]] += report.duration
+    _test_seconds[report.nodeid] += report.duration
+    for name, value in report.user_properties:
+        if name == _TIMEOUT_PROPERTY:
+            _test_timeouts[report.nodeid] = float(value)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _write_timeout_margins(terminalreporter)
     if len(_module_seconds) < 2:
         return
     total = sum(_module_seconds.values())
@@ -63,3 +87,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_sep("=", f"slowest {len(shown)} of {len(_module_seconds)} modules ({total:.0f} s in tests)")
     for module, seconds in shown:
         terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")
+
+
+def _write_timeout_margins(terminalreporter: pytest.TerminalReporter) -> None:
+    shares = sorted(((seconds / _test_timeouts[nodeid], seconds, nodeid) for nodeid, seconds in _test_seconds.items()
+                     if _test_timeouts.get(nodeid)), reverse=True)
+    if not shares:
+        return
+    over = sum(1 for share, _, _ in shares if share > TIMEOUT_SHARE_AT_REST)
+    terminalreporter.write_sep("=", f"timeout margins: the {min(CLOSEST_TO_TIMEOUT, len(shares))} tests closest to "
+                                    f"their timeout; {over} of {len(shares)} used more than "
+                                    f"{TIMEOUT_SHARE_AT_REST:.0%} of it")
+    terminalreporter.write_line(f"{'seconds':>8} {'timeout':>8} {'used':>5} {'margin':>7}  test")
+    for share, seconds, nodeid in shares[:CLOSEST_TO_TIMEOUT]:
+        timeout = _test_timeouts[nodeid]
+        mark = "  <- over half" if share > TIMEOUT_SHARE_AT_REST else ""
+        terminalreporter.write_line(f"{seconds:8.1f} {timeout:8.0f} {share:5.0%} {timeout - seconds:6.0f}s  "
+                                    f"{nodeid}{mark}")

@@ -356,7 +356,13 @@ class ReplicaManager:
                 f"broker {self.broker_id} is not a replica of {topic}-{number} (leader is {info.leader})")
         return partition
 
-    async def produce(self, request: ProduceRequest, allow_internal: bool = False) -> list[ProduceResult]:
+    async def produce(self, request: ProduceRequest, allow_internal: bool = False,
+                      appended: Callable[[], None] | None = None) -> list[ProduceResult]:
+        """Append each partition's batches in the request's order, then wait for the fsyncs
+        ``flush.messages`` asks for and, with acks=all, for the ISR to replicate them, every
+        partition's waits at once; each partition is answered with its own error code.
+        ``appended`` is called once every append is done, before the waits: a front end then lets
+        the connection's next request append while this one waits."""
         if request.acks not in (0, 1, -1):
             raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {request.acks}")
         results: list[ProduceResult] = []
@@ -381,6 +387,8 @@ class ReplicaManager:
                 if code == UnknownServerError.errno:
                     log.exception("produce to %s-%d failed", item.topic, item.partition)
                 results.append(ProduceResult(item.topic, item.partition, code, -1, -1, -1, message))
+        if appended is not None:
+            appended()
         if flushes:  # the fsyncs flush.messages asks for, every partition's at once
             flushed: list[BaseException | None]
             if len(flushes) == 1:

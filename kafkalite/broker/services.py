@@ -406,8 +406,11 @@ class ReplicaService:
         suspended or expired and not confirmed since), or None while it serves."""
         return self.replica_manager.fenced_reason
 
-    async def produce(self, request: protocol.ProduceRequest) -> list[protocol.ProduceResult]:
-        return await self.replica_manager.produce(request)
+    async def produce(self, request: protocol.ProduceRequest,
+                      appended: Callable[[], None] | None = None) -> list[protocol.ProduceResult]:
+        """Append every partition's batches in order, then wait for what ``acks`` asks for, every
+        partition at once; ``appended`` is called between the two (see :meth:`ReplicaManager.produce`)."""
+        return await self.replica_manager.produce(request, appended=appended)
 
     async def fetch(self, request: protocol.FetchRequest) -> list[protocol.FetchResult]:
         if request.is_from_follower:  # only a broker, with its current epoch, fetches as a replica

@@ -17,7 +17,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from kafkalite.broker.kafka import codec
-from kafkalite.broker.kafka.connection import MAX_QUEUED_REQUESTS, KafkaConnection
+from kafkalite.broker.kafka.connection import MAX_QUEUED_REQUESTS, MAX_WAITING_ANSWERS, KafkaConnection
 from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.listener import is_http
@@ -162,9 +162,17 @@ class RecordingTransport:
 
 
 SLOW_FIRST = asyncio.Event()
+#: Requests for a topic named "held-..." release their connection, then wait for this.
+HELD = asyncio.Event()
+#: The topics whose requests the handler started, in order.
+STARTED: list[str] = []
 
 
 async def _metadata_handler(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
+    STARTED.extend(topic.name for topic in request.topics or ())
+    if request.topics and request.topics[0].name.startswith("held"):
+        context.release_next_request()  # like Produce after its appends
+        await HELD.wait()
     if request.topics and request.topics[0].name == "slow":
         await SLOW_FIRST.wait()  # the first request finishes after the second one arrived
     if request.topics and request.topics[0].name == "fails":
@@ -200,7 +208,8 @@ def run(coroutine: Any) -> Any:
 
 def test_pipelined_requests_are_answered_in_order_even_split_across_reads() -> None:
     async def scenario() -> None:
-        SLOW_FIRST.clear()
+        global SLOW_FIRST
+        SLOW_FIRST = asyncio.Event()  # bound to this test's loop
         connection, transport = _connection()
         first = request_frame(3, 12, 1, metadata_request(12, ["slow"]))
         second = request_frame(3, 1, 2, metadata_request(1, ["fast"]))
@@ -214,6 +223,68 @@ def test_pipelined_requests_are_answered_in_order_even_split_across_reads() -> N
         assert read_response(transport.written[0], 3, 12)[0] == 1
         correlation_id, response = read_response(transport.written[1], 3, 1)
         assert correlation_id == 2 and response.topics[0].name == "fast"
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_a_request_that_does_not_release_its_connection_holds_the_next_one_back() -> None:
+    async def scenario() -> None:
+        global SLOW_FIRST
+        SLOW_FIRST = asyncio.Event()  # bound to this test's loop
+        STARTED.clear()
+        connection, transport = _connection()
+        connection.data_received(request_frame(3, 12, 1, metadata_request(12, ["slow"]))
+                                 + request_frame(3, 12, 2, metadata_request(12, ["fast"])))
+        await _until(lambda: STARTED == ["slow"])
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert STARTED == ["slow"] and transport.written == []
+        SLOW_FIRST.set()
+        await _until(lambda: len(transport.written) == 2)
+        assert STARTED == ["slow", "fast"]
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_a_released_request_lets_the_next_one_run_and_the_answers_keep_their_order() -> None:
+    async def scenario() -> None:
+        global HELD
+        HELD = asyncio.Event()  # bound to this test's loop
+        STARTED.clear()
+        connection, transport = _connection()
+        connection.data_received(request_frame(3, 12, 1, metadata_request(12, ["held-1"]))
+                                 + request_frame(3, 12, 2, metadata_request(12, ["held-2"]))
+                                 + request_frame(3, 12, 3, metadata_request(12, ["fast"])))
+        await _until(lambda: STARTED == ["held-1", "held-2", "fast"])  # all three run together
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert transport.written == []  # "fast" is done, but its answer waits for the two before it
+        HELD.set()
+        await _until(lambda: len(transport.written) == 3)
+        assert [read_response(frame, 3, 12)[0] for frame in transport.written] == [1, 2, 3]
+        await connection.stop()
+
+    run(scenario())
+
+
+def test_released_requests_waiting_for_their_answers_are_bounded_per_connection() -> None:
+    async def scenario() -> None:
+        global HELD
+        HELD = asyncio.Event()  # bound to this test's loop
+        STARTED.clear()
+        connection, transport = _connection()
+        count = MAX_WAITING_ANSWERS + 5
+        connection.data_received(b"".join(request_frame(3, 12, number, metadata_request(12, [f"held-{number}"]))
+                                          for number in range(count)))
+        await _until(lambda: len(STARTED) == MAX_WAITING_ANSWERS)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert len(STARTED) == MAX_WAITING_ANSWERS  # the rest wait for the oldest answers
+        HELD.set()
+        await _until(lambda: len(transport.written) == count)
+        assert [read_response(frame, 3, 12)[0] for frame in transport.written] == list(range(count))
         await connection.stop()
 
     run(scenario())

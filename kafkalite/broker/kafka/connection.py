@@ -3,8 +3,12 @@
 A :class:`KafkaConnection` is the asyncio protocol of a connection the listener recognised as
 Kafka's (see :mod:`kafkalite.broker.listener`). It cuts the byte stream into size-prefixed
 frames, refusing a frame larger than ``socket.request.max.bytes`` by closing the connection
-(Kafka's behaviour), and serves them one at a time in arrival order, so pipelining clients get
-their answers in order. Each request: read the header, look the API up in the
+(Kafka's behaviour), and serves them in arrival order, so pipelining clients get their answers
+in order. A request starts once the one before it has been answered or has released the
+connection early (:meth:`~kafkalite.broker.kafka.context.KafkaRequestContext.release_next_request`:
+Produce does so once its batches are appended, so the acks=all requests of one connection wait
+for replication together instead of one after another, at most :data:`MAX_WAITING_ANSWERS` at a
+time); a writer task sends the answers in arrival order. Each request: read the header, look the API up in the
 :class:`~kafkalite.broker.kafka.registry.ApiRegistry`, parse the body with kio, call the
 handler, build the response of the negotiated version and write it.
 
@@ -22,20 +26,23 @@ unfinished frame is bounded by that size on its own and never holds reading paus
 response is written only while the transport's write buffer is under its high-water mark, so a
 client that does not read its answers stops being read from instead of growing buffers.
 
-Concurrency: event-loop only; one serving task per connection.
+Concurrency: event-loop only; per connection one serving task, which starts each request's task
+in turn, and one writer task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import struct
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from kafkalite.broker.kafka import access, codec
-from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext
+from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext, ServingOrder
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.kafka.sasl_session import PRE_AUTHENTICATION_APIS, SaslSession
 from kafkalite.broker.quotas import LoopTimer
@@ -52,6 +59,27 @@ request_log = logging.getLogger("kafkalite.broker.requests")
 _SIZE = struct.Struct(">i")
 #: Requests read ahead of the one being served before reading pauses.
 MAX_QUEUED_REQUESTS = 64
+#: Requests started and not yet answered (released early, e.g. acks=all produce waiting for
+#: replication) before the connection starts no more until the oldest is answered.
+MAX_WAITING_ANSWERS = 32
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Answer:
+    """What the writer sends for one request: its response frame (None: no response), the
+    throttle time it carries, and the reason to close the connection after it (SASL failures)."""
+
+    frame: bytes | None
+    throttle_ms: int = 0
+    close_reason: str | None = None
+
+
+def _releaser(released: asyncio.Future[None]) -> Callable[[asyncio.Task[_Answer]], None]:
+    """A done-callback that releases the connection's next request when a request ends."""
+    def release(_task: asyncio.Task[_Answer]) -> None:
+        if not released.done():
+            released.set_result(None)
+    return release
 
 
 class CloseConnection(Exception):
@@ -78,8 +106,14 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.set()
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
-        #: The throttle time of the answer being sent (ms): reading stops that long after it.
-        self._throttle_ms = 0
+        self._writer: asyncio.Task[None] | None = None
+        #: The started requests not yet answered, oldest first (the writer takes them in order).
+        self._answers: collections.deque[asyncio.Task[_Answer]] = collections.deque()
+        self._answer_ready = asyncio.Event()
+        self._answer_written = asyncio.Event()
+        #: Set while a throttled answer's mute holds the connection (KIP-219): no request starts.
+        self._unmuted = asyncio.Event()
+        self._unmuted.set()
         #: Who this connection authenticated as; every request's context carries it.
         self.principal: KafkaPrincipal = ANONYMOUS
         #: The security protocol of the listener the connection came in on.
@@ -94,7 +128,9 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         self._connections.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve_frames())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._serve_frames())
+        self._writer = loop.create_task(self._write_answers())
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
@@ -127,9 +163,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
-        if self._task is not None:
-            self._task.cancel()
+        self._cancel_tasks()
         self._writable.set()
+
+    def _cancel_tasks(self) -> list[asyncio.Task[Any]]:
+        tasks: list[asyncio.Task[Any]] = [task for task in (self._task, self._writer) if task is not None]
+        tasks += self._answers
+        for task in tasks:
+            task.cancel()
+        return tasks
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -142,36 +184,70 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.close()
 
     async def stop(self) -> None:
-        """Close the connection and wait for its serving task to end."""
+        """Close the connection and wait for its serving, writing and request tasks to end."""
         self.close()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(*self._cancel_tasks(), return_exceptions=True)
 
     # -- serving -------------------------------------------------------------------------------
     async def _serve_frames(self) -> None:
+        """Start each request in arrival order, the next once the current one released the
+        connection (or was answered); the writer sends the answers."""
         transport = self._transport
         assert transport is not None
+        loop = asyncio.get_running_loop()
+        while not transport.is_closing():
+            if not self._frames:
+                self._frame_ready.clear()
+                await self._frame_ready.wait()
+                continue
+            if len(self._answers) >= MAX_WAITING_ANSWERS:
+                self._answer_written.clear()
+                await self._answer_written.wait()
+                continue
+            if not self._unmuted.is_set():
+                await self._unmuted.wait()
+                continue
+            frame = self._frames.popleft()
+            self._queued_bytes -= len(frame)
+            if self._reading_paused and len(self._frames) <= MAX_QUEUED_REQUESTS // 2 \
+                    and self._queued_bytes <= self.max_request_bytes // 2:
+                self._reading_paused = False
+                transport.resume_reading()
+            released: asyncio.Future[None] = loop.create_future()
+            task = loop.create_task(self.serve(frame, ServingOrder(released)))
+            task.add_done_callback(_releaser(released))
+            self._answers.append(task)
+            self._answer_ready.set()
+            await released
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                return  # the writer closes the connection when it reaches this request
+
+    async def _write_answers(self) -> None:
+        """Write each started request's answer in arrival order; close the connection on a
+        request whose answer is to close it."""
+        transport = self._transport
+        assert transport is not None
+        answers = self._answers
         try:
-            while not transport.is_closing():
-                if not self._frames:
-                    self._frame_ready.clear()
-                    await self._frame_ready.wait()
+            while True:
+                if not answers:
+                    self._answer_ready.clear()
+                    await self._answer_ready.wait()
                     continue
-                frame = self._frames.popleft()
-                self._queued_bytes -= len(frame)
-                if self._reading_paused and len(self._frames) <= MAX_QUEUED_REQUESTS // 2 \
-                        and self._queued_bytes <= self.max_request_bytes // 2:
-                    self._reading_paused = False
-                    transport.resume_reading()
-                response = await self.serve(frame)
-                if response is not None:
+                try:
+                    answer = await answers[0]
+                finally:
+                    answers.popleft()
+                    self._answer_written.set()
+                if answer.frame is not None:
                     await self._writable.wait()
                     if transport.is_closing():
                         return
-                    transport.write(response)
-                    if self._throttle_ms > 0:  # KIP-219: mute the connection after a throttled answer
-                        await self._mute(transport, self._throttle_ms)
+                    transport.write(answer.frame)
+                if answer.close_reason is not None:
+                    raise CloseConnection(answer.close_reason)
+                if answer.throttle_ms > 0:  # KIP-219: mute the connection after a throttled answer
+                    await self._mute(transport, answer.throttle_ms)
         except CloseConnection as exc:
             log.info("closing Kafka connection from %s: %s", self._peer, exc)
             transport.close()
@@ -182,19 +258,24 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
 
     async def _mute(self, transport: asyncio.Transport, throttle_ms: int) -> None:
-        """Stop reading for ``throttle_ms`` and serve nothing meanwhile (Kafka's muted channel)."""
-        self._throttle_ms = 0
+        """Stop reading for ``throttle_ms`` and start no request meanwhile (Kafka's muted channel)."""
         was_paused = self._reading_paused
         if not was_paused:
             self._reading_paused = True
             transport.pause_reading()
-        await asyncio.sleep(throttle_ms / 1000)
+        self._unmuted.clear()
+        try:
+            await asyncio.sleep(throttle_ms / 1000)
+        finally:
+            self._unmuted.set()
         if not was_paused and not transport.is_closing():
             self._reading_paused = False
             transport.resume_reading()
 
-    async def serve(self, frame: bytes) -> bytes | None:
-        """The response frame of one request frame (None: no response, as for acks=0 produce)."""
+    async def serve(self, frame: bytes, order: ServingOrder | None = None) -> _Answer:
+        """The answer to one request frame (its frame is None for no response, as for acks=0
+        produce); raises :class:`CloseConnection` when Kafka's answer is to close. ``order`` is
+        released by a handler that lets the next request start before it answers."""
         try:
             api_key, api_version, correlation_id = codec.read_header_prefix(frame)
         except BrokerResponseError as exc:
@@ -204,8 +285,8 @@ class KafkaConnection(asyncio.Protocol):
             if api_key == codec.API_VERSIONS_KEY:
                 log.info("ApiVersions v%d from %s is not supported: answering with the supported versions",
                          api_version, self._peer)
-                return self._encode(codec.API_VERSIONS_KEY, 0, correlation_id, {
-                    "error_code": UnsupportedVersionError.errno, "api_keys": self.registry.version_ranges()})
+                return _Answer(self._encode(codec.API_VERSIONS_KEY, 0, correlation_id, {
+                    "error_code": UnsupportedVersionError.errno, "api_keys": self.registry.version_ranges()}))
             raise CloseConnection(f"API key {api_key} version {api_version} is not supported")
         if self.sasl is not None and not self.sasl.authenticated and api_key not in PRE_AUTHENTICATION_APIS:
             raise CloseConnection(f"API key {api_key} before SASL authentication")
@@ -221,7 +302,7 @@ class KafkaConnection(asyncio.Protocol):
             raise CloseConnection(f"API key {api_key} v{api_version}: {exc}") from None
         context = KafkaRequestContext(self.services, api_key, api_version, correlation_id, header.client_id,
                                       self._peer.rsplit(":", 1)[0], self.listener_name, self.principal,
-                                      self.security_protocol, self.sasl)
+                                      self.security_protocol, self.sasl, order)
         answer: KafkaAnswer
         started = time.perf_counter()
         failed = True
@@ -250,9 +331,9 @@ class KafkaConnection(asyncio.Protocol):
             answer = codec.error_answer(api_key, api_version, request, -1, None)
         if self.sasl is not None:  # SASL: the principal it authenticated; a failure is answered, then closes
             self.principal = self.sasl.principal
-            if self.sasl.close_reason is not None and self._transport is not None:
-                self._transport.write(self._encode(api_key, api_version, correlation_id, answer))
-                raise CloseConnection(self.sasl.close_reason)
+            if self.sasl.close_reason is not None:
+                return _Answer(self._encode(api_key, api_version, correlation_id, answer),
+                               close_reason=self.sasl.close_reason)
         elapsed = time.perf_counter() - started
         if timer is not None and getattr(request, "replica_id", -1) < 0:  # follower fetches are exempt
             throttle_ms = quotas.record_request_time(self.principal, header.client_id,
@@ -269,9 +350,9 @@ class KafkaConnection(asyncio.Protocol):
                               api_version, self._peer, header.client_id, "failed" if failed else "answered",
                               elapsed * 1000)
         if answer is NO_RESPONSE:
-            return None
-        self._throttle_ms = int(answer.get("throttle_time") or answer.get("throttle_time_ms") or 0)
-        return self._encode(api_key, api_version, correlation_id, answer)
+            return _Answer(None)
+        throttle_ms = int(answer.get("throttle_time") or answer.get("throttle_time_ms") or 0)
+        return _Answer(self._encode(api_key, api_version, correlation_id, answer), throttle_ms)
 
     @staticmethod
     def _encode(api_key: int, api_version: int, correlation_id: int, answer: KafkaAnswer) -> bytes:

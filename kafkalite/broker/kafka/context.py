@@ -15,10 +15,15 @@ Request objects differ by version: a handler reads a field that not every versio
 
 Concurrency: handlers run on the broker's event loop, one request of a connection at a time in
 order of arrival; several connections' handlers interleave at their awaits like HTTP handlers do.
+A handler may let its connection's next request start before it answers, once what must happen
+in arrival order is done (:meth:`KafkaRequestContext.release_next_request`: Produce does so after
+its appends, so acks=all requests of one connection wait for replication together); answers are
+still written in arrival order.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -35,6 +40,22 @@ KafkaAnswer = Mapping[str, Any]
 
 NO_RESPONSE: KafkaAnswer = MappingProxyType({})
 """Returned (this very object) by a handler whose request gets no response (Produce with acks=0)."""
+
+
+class ServingOrder:
+    """The point in one request's handling after which its connection may start the next request.
+
+    Released by the handler (:meth:`release`) or, at the latest, by the connection when the
+    request has been answered. Concurrency: event-loop only."""
+
+    __slots__ = ("_released",)
+
+    def __init__(self, released: asyncio.Future[None]) -> None:
+        self._released = released
+
+    def release(self) -> None:
+        if not self._released.done():
+            self._released.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +78,14 @@ class KafkaRequestContext:
     #: The connection's SASL state on a SASL listener (None elsewhere); SaslHandshake and
     #: SaslAuthenticate advance it.
     sasl: SaslSession | None = None
+    #: Lets the connection start its next request early (None: it waits for this one's answer).
+    order: ServingOrder | None = None
+
+    def release_next_request(self) -> None:
+        """What had to happen in arrival order is done: the connection may start its next request
+        while this one still waits (its answer is still written before the next one's)."""
+        if self.order is not None:
+            self.order.release()
 
     def advertised_address(self, broker_id: int) -> tuple[str, int] | None:
         """``(host, port)`` of live broker ``broker_id`` on this request's listener; None when the

@@ -96,14 +96,17 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
 
 # -- Produce --------------------------------------------------------------------------------------
 async def produce(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
-    """Record batches as bytes to the replica service; acks=0 gets no response. A transactional
+    """Record batches as bytes to the replica service; acks=0 gets no response. Once the batches
+    are appended the connection's next request may start (acks=all requests of one connection
+    wait for replication together; answers still go out in order). A transactional
     producer's batches (attribute bit 4, with its producer id) open its transaction on each
     partition's leader; the transactional id itself is the coordinator's business."""
     partitions = [protocol.ProducePartition(topic.name, partition.index,
                                             partition.records if partition.records is not None else b"")
                   for topic in request.topic_data for partition in topic.partition_data]
     results = await context.services.replicas.produce(
-        protocol.ProduceRequest(request.acks, _milliseconds(request.timeout), partitions))
+        protocol.ProduceRequest(request.acks, _milliseconds(request.timeout), partitions),
+        appended=context.release_next_request)
     throttle_ms = context.services.quotas.record_produce(context.principal, context.client_id, partitions)
     if request.acks == 0:
         await context.services.quotas.mute(throttle_ms)  # no answer to carry it: hold the connection

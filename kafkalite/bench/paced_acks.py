@@ -1,0 +1,235 @@
+"""Acknowledgement latency of a paced confluent-kafka producer: keyed against unkeyed records.
+
+``python -m kafkalite.bench.paced_acks [--bootstrap HOST:PORT,...] [--rates 5000,50000]
+[--seconds S] [--partitions N] [--acks all] [--assigned-consumer]`` produces 100-byte records
+at each rate for ``S`` seconds into a topic of ``N`` partitions (RF=3, min.insync.replicas=2),
+with a confluent-kafka ``Producer`` (librdkafka's defaults for durability: acks=all,
+linger.ms=5), once with keys spread over every partition (so one ProduceRequest carries several
+partitions) and once without keys (librdkafka's sticky partitioner: one partition per batch),
+and prints one line per run::
+
+    paced acks=all keyed 5000/s over 12 partitions: sent 50000 acked 50000 in 10.0 s;
+        ack ms p50 2.1 p99 6.3 max 9.0
+
+Each record's value starts with its send time (``time.perf_counter_ns``), so its latency is from
+just before ``produce()`` to the delivery report; the driver serves delivery reports between
+paced chunks of at most one millisecond's records. With ``--assigned-consumer`` a
+confluent-kafka consumer assigned to every partition long-polls the topic (no group) during the
+run, and each row is run without and then with it. Without ``--bootstrap`` it starts its own
+three brokers and ZooKeeper (:mod:`kafkalite.bench.local_cluster`) and stops them at the end.
+
+Exit status 0; 1 when a record failed or was not acknowledged within the drain time.
+
+Concurrency: single-threaded driver (plus one consumer thread with ``--assigned-consumer``);
+librdkafka runs its own threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VALUE_SIZE = 100
+_STAMP = struct.Struct(">q")
+DRAIN_SECONDS = 60.0
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "acks": "all", "linger.ms": 5, "enable.idempotence": False, "compression.type": "none",
+    "queue.buffering.max.messages": 2_000_000,
+}
+
+
+@dataclass
+class PacedRun:
+    """What one paced run measured."""
+
+    label: str
+    rate: int
+    seconds: float
+    sent: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def percentile(self, fraction: float) -> float:
+        if not self.latencies_ms:
+            return float("nan")
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+    def line(self) -> str:
+        acked = len(self.latencies_ms)
+        worst = max(self.latencies_ms, default=float("nan"))
+        median = statistics.median(self.latencies_ms) if self.latencies_ms else float("nan")
+        text = (f"paced {self.label} {self.rate}/s: sent {self.sent} acked {acked} in {self.seconds:.1f} s; "
+                f"ack ms p50 {median:.1f} p99 {self.percentile(0.99):.1f} max {worst:.1f}")
+        if self.errors:
+            text += f"; {len(self.errors)} failed (first: {self.errors[0]})"
+        return text
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """``topic`` with ``partitions`` partitions, RF=3, min.insync.replicas=2, all led and in sync."""
+    admin_api: Any = importlib.import_module("confluent_kafka.admin")
+    admin = admin_api.AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([admin_api.NewTopic(topic, num_partitions=partitions, replication_factor=3,
+                                            config={"min.insync.replicas": "2"})], operation_timeout=30)
+    futures[topic].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        described = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if len(described) == partitions and all(item.leader >= 0 and len(item.isrs) == 3
+                                                for item in described.values()):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{topic}: not every partition led with a full ISR within 60 s")
+
+
+def paced_run(bootstrap: str, topic: str, rate: int, seconds: float, keyed: bool, acks: str,
+              label: str) -> PacedRun:
+    """Produce at ``rate`` records/s for ``seconds``, then wait for the last acknowledgement."""
+    from confluent_kafka import Producer
+
+    run = PacedRun(label, rate, seconds)
+    latencies = run.latencies_ms
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            if len(run.errors) < 10:
+                run.errors.append(str(error))
+            return
+        sent_ns = _STAMP.unpack_from(message.value())[0]
+        latencies.append((time.perf_counter_ns() - sent_ns) / 1e6)
+
+    producer = Producer({**PRODUCER_SETTINGS, "acks": acks, "bootstrap.servers": bootstrap,
+                         "on_delivery": delivered})
+    padding = b"p" * (VALUE_SIZE - _STAMP.size)
+    send, poll, now_ns = producer.produce, producer.poll, time.perf_counter_ns
+    # one record to open the connections and learn the leaders before the clock starts
+    producer.produce(topic, _STAMP.pack(now_ns()) + padding)
+    producer.flush(30)
+    latencies.clear()
+    total = int(rate * seconds)
+    began = now_ns()
+    sent = 0
+    while sent < total:
+        due = min(total, int((now_ns() - began) * rate / 1e9) + 1)
+        while sent < due:
+            value = _STAMP.pack(now_ns()) + padding
+            if keyed:
+                send(topic, value, key=b"key-%d" % (sent % 1000))
+            else:
+                send(topic, value)
+            sent += 1
+        poll(0)
+        lag_ns = began + int(sent * 1e9 / rate) - now_ns()
+        if lag_ns > 0:
+            poll(min(lag_ns / 1e9, 0.001))
+    run.sent = sent
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while len(latencies) + len(run.errors) < sent and time.monotonic() < deadline:
+        poll(0.01)
+    producer.flush(1)
+    return run
+
+
+class AssignedConsumer(threading.Thread):
+    """A confluent-kafka consumer assigned to every partition of the topic from its end,
+    long-polling until stopped (no group, no commits)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        super().__init__(name="paced-acks-consumer", daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+        self.records = 0
+
+    def run(self) -> None:
+        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"paced-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False, "enable.partition.eof": False})
+        try:
+            consumer.assign([TopicPartition(self.topic, number, OFFSET_END) for number in range(self.partitions)])
+            self.ready.set()
+            while not self.stopping.is_set():
+                self.records += len(consumer.consume(10_000, 0.1))
+        finally:
+            self.ready.set()
+            consumer.close()
+
+
+def measure(bootstrap: str, rates: list[int], seconds: float, partitions: int, acks: str,
+            with_consumer: bool) -> list[PacedRun]:
+    """Every row: per rate, keyed and unkeyed (and each without and with the assigned consumer)."""
+    runs: list[PacedRun] = []
+    for rate in rates:
+        for keyed in (True, False):
+            for consumer_on in ((False, True) if with_consumer else (False,)):
+                topic = f"paced-{uuid.uuid4().hex[:8]}"
+                create_topic(bootstrap, topic, partitions)
+                label = (f"acks={acks} {'keyed' if keyed else 'unkeyed'} over {partitions} partitions"
+                         + (" with an assigned consumer" if consumer_on else ""))
+                consumer = AssignedConsumer(bootstrap, topic, partitions) if consumer_on else None
+                if consumer is not None:
+                    consumer.start()
+                    consumer.ready.wait(30)
+                try:
+                    run = paced_run(bootstrap, topic, rate, seconds, keyed, acks, label)
+                finally:
+                    if consumer is not None:
+                        consumer.stopping.set()
+                        consumer.join(30)
+                print(run.line(), flush=True)
+                runs.append(run)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kafkalite.bench.paced_acks", description=__doc__.split("\n")[0])
+    parser.add_argument("--bootstrap", help="brokers to use (default: start three and a ZooKeeper)")
+    parser.add_argument("--rates", default="5000,50000", help="records/s, comma-separated (default 5000,50000)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per run (default 10)")
+    parser.add_argument("--partitions", type=int, default=12, help="partitions of each run's topic (default 12)")
+    parser.add_argument("--acks", default="all", choices=("all", "1"), help="the producer's acks (default all)")
+    parser.add_argument("--linger-ms", type=int, default=PRODUCER_SETTINGS["linger.ms"],
+                        help=f"the producer's linger.ms (default {PRODUCER_SETTINGS['linger.ms']})")
+    parser.add_argument("--assigned-consumer", action="store_true",
+                        help="run each row also with a consumer assigned to the topic")
+    options = parser.parse_args(argv)
+    try:
+        rates = [int(item) for item in options.rates.split(",") if item]
+    except ValueError:
+        parser.error(f"--rates {options.rates}: expected whole numbers separated by commas")
+    if not rates or min(rates) <= 0 or options.seconds <= 0 or options.partitions <= 0:
+        parser.error("rates, seconds and partitions must be positive")
+    PRODUCER_SETTINGS["linger.ms"] = options.linger_ms
+    print("paced settings: " + " ".join(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()), flush=True)
+    if options.bootstrap:
+        runs = measure(options.bootstrap, rates, options.seconds, options.partitions, options.acks,
+                       options.assigned_consumer)
+    else:
+        from kafkalite.bench.local_cluster import start_cluster
+
+        with tempfile.TemporaryDirectory(prefix="kafkalite-paced-") as directory:
+            zookeeper, cluster = start_cluster(Path(directory), 3)
+            try:
+                runs = measure(cluster.bootstrap, rates, options.seconds, options.partitions, options.acks,
+                               options.assigned_consumer)
+            finally:
+                cluster.stop()
+                zookeeper.stop()
+    failed = any(run.errors or len(run.latencies_ms) < run.sent for run in runs)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

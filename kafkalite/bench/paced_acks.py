@@ -15,7 +15,8 @@ Each record's value starts with its send time (``time.perf_counter_ns``), so its
 just before ``produce()`` to the delivery report; the driver serves delivery reports between
 paced chunks of at most one millisecond's records. With ``--assigned-consumer`` a
 confluent-kafka consumer assigned to every partition long-polls the topic (no group) during the
-run, and each row is run without and then with it. Without ``--bootstrap`` it starts its own
+run, and each row is run without and then with it; the line then adds the records' latency from
+send to the consumer (``end to end ms``). Without ``--bootstrap`` it starts its own
 three brokers and ZooKeeper (:mod:`kafkalite.bench.local_cluster`) and stops them at the end.
 
 Exit status 0; 1 when a record failed or was not acknowledged within the drain time.
@@ -58,11 +59,14 @@ class PacedRun:
     sent: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: send to consumer, per record the consumer read (empty without a consumer)
+    end_to_end_ms: list[float] = field(default_factory=list)
 
-    def percentile(self, fraction: float) -> float:
-        if not self.latencies_ms:
+    def percentile(self, fraction: float, values: list[float] | None = None) -> float:
+        values = self.latencies_ms if values is None else values
+        if not values:
             return float("nan")
-        ordered = sorted(self.latencies_ms)
+        ordered = sorted(values)
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
     def line(self) -> str:
@@ -71,6 +75,9 @@ class PacedRun:
         median = statistics.median(self.latencies_ms) if self.latencies_ms else float("nan")
         text = (f"paced {self.label} {self.rate}/s: sent {self.sent} acked {acked} in {self.seconds:.1f} s; "
                 f"ack ms p50 {median:.1f} p99 {self.percentile(0.99):.1f} max {worst:.1f}")
+        if self.end_to_end_ms:
+            text += (f"; end to end ms p50 {self.percentile(0.5, self.end_to_end_ms):.1f} "
+                     f"p99 {self.percentile(0.99, self.end_to_end_ms):.1f} ({len(self.end_to_end_ms)} read)")
         if self.errors:
             text += f"; {len(self.errors)} failed (first: {self.errors[0]})"
         return text
@@ -143,14 +150,16 @@ def paced_run(bootstrap: str, topic: str, rate: int, seconds: float, keyed: bool
 
 class AssignedConsumer(threading.Thread):
     """A confluent-kafka consumer assigned to every partition of the topic from its end,
-    long-polling until stopped (no group, no commits)."""
+    long-polling until stopped (no group, no commits); it notes each record's latency from its
+    send time (in the value) to the ``poll()`` that returned it (or the ``consume()`` right after
+    it that drained what had arrived with it)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         super().__init__(name="paced-acks-consumer", daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.stopping = threading.Event()
         self.ready = threading.Event()
-        self.records = 0
+        self.end_to_end_ms: list[float] = []
 
     def run(self) -> None:
         from confluent_kafka import OFFSET_END, Consumer, TopicPartition
@@ -160,8 +169,17 @@ class AssignedConsumer(threading.Thread):
         try:
             consumer.assign([TopicPartition(self.topic, number, OFFSET_END) for number in range(self.partitions)])
             self.ready.set()
+            unpack, now_ns, latencies = _STAMP.unpack_from, time.perf_counter_ns, self.end_to_end_ms
             while not self.stopping.is_set():
-                self.records += len(consumer.consume(10_000, 0.1))
+                first = consumer.poll(0.1)  # returns at the first record; consume() would wait its timeout out
+                if first is None:
+                    continue
+                messages = [first, *consumer.consume(10_000, 0)]
+                received = now_ns()
+                for message in messages:
+                    value = message.value()
+                    if message.error() is None and value is not None and len(value) == VALUE_SIZE:
+                        latencies.append((received - unpack(value)[0]) / 1e6)
         finally:
             self.ready.set()
             consumer.close()
@@ -188,6 +206,8 @@ def measure(bootstrap: str, rates: list[int], seconds: float, partitions: int, a
                     if consumer is not None:
                         consumer.stopping.set()
                         consumer.join(30)
+                if consumer is not None:
+                    run.end_to_end_ms = consumer.end_to_end_ms
                 print(run.line(), flush=True)
                 runs.append(run)
     return runs

@@ -579,22 +579,32 @@ class Controller:
     async def _run_preferred(self, requests: list[tuple[str, int]], live: set[int]) -> dict[tuple[str, int], str]:
         outcome: dict[tuple[str, int], str] = {}
         for topic, number in requests:
+            outcome[(topic, number)] = await self._elect_preferred_one(topic, number, live)
+        return outcome
+
+    async def _elect_preferred_one(self, topic: str, number: int, live: set[int]) -> str:
+        """Move one partition's leadership to its preferred replica; Kafka's error name, or NONE.
+
+        The cached state can be behind the leader's own ISR write (a live preferred replica that
+        just rejoined the ISR) or the write can lose a race with it: then the state is read again
+        from ZooKeeper and the election is decided once more on it."""
+        for attempt in range(2):
             info = self.metadata.partition(topic, number)
             if info is None or info.state is None:
-                outcome[(topic, number)] = "UNKNOWN_TOPIC_OR_PARTITION"
-                continue
+                return "UNKNOWN_TOPIC_OR_PARTITION"
             if info.state.leader == info.replicas[0]:
-                outcome[(topic, number)] = "ELECTION_NOT_NEEDED"
-                continue
+                return "ELECTION_NOT_NEEDED"
             election = assignment.elect_preferred(info.replicas, info.state.isr, live)
             if election is None:
-                outcome[(topic, number)] = "PREFERRED_LEADER_NOT_AVAILABLE"
-                continue
-            ok = await self._write_state(info, election.leader, info.state.leader_epoch + 1, election.isr)
-            if ok:
+                if attempt == 0 and info.replicas[0] in live:  # live, but not in the ISR as cached
+                    await self.metadata.reload_partition_state(topic, number)
+                    continue
+                return "PREFERRED_LEADER_NOT_AVAILABLE"
+            if await self._write_state(info, election.leader, info.state.leader_epoch + 1, election.isr):
                 self.events.leader_elections += 1
-            outcome[(topic, number)] = "NONE" if ok else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
-        return outcome
+                return "NONE"
+            # lost a race: _write_state read the state again; decide on it once more
+        return "ELIGIBLE_LEADERS_NOT_AVAILABLE"
 
     async def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:
         """Run a preferred election now (admin API); ``None`` means every partition."""

@@ -177,3 +177,28 @@ def test_reassignment_adds_replicas_waits_for_the_isr_moves_leadership_then_remo
         assert assignment.adding_replicas == {} and assignment.removing_replicas == {}
 
     run(scenario)
+
+
+def test_a_preferred_election_reads_the_state_again_when_the_cached_isr_lacks_the_preferred_replica(
+        run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [2, 3, 1]})
+        controller_id = cluster.controller_id()
+        # Leadership moved to 3 while 2 was away; 2 has rejoined the ISR in ZooKeeper since.
+        info = cluster.partition_info(controller_id, "events", 0)
+        assert info is not None and info.state is not None
+        await cluster.write_state("events", 0, znodes.PartitionState(3, 1, [3, 1, 2], info.state.controller_epoch))
+        def cached_isr() -> list[int]:
+            cached = cluster.partition_info(controller_id, "events", 0)
+            return cached.isr if cached is not None else []
+
+        await cluster.wait_until(lambda: cached_isr() == [3, 1, 2], "the controller's cache has the rejoined ISR")
+        # ... but the controller's cache has not seen the rejoin yet (its watch is behind).
+        cached = cluster.partition_info(controller_id, "events", 0)
+        assert cached is not None and cached.state is not None
+        cached.state = znodes.PartitionState(3, 1, [3, 1], cached.state.controller_epoch)
+        outcome = await cluster.nodes[controller_id].controller.elect_preferred([("events", 0)])
+        assert outcome == {("events", 0): "NONE"}
+        assert leader_isr_epoch(cluster, "events", 0) == (2, [3, 1, 2], 2)
+
+    run(scenario)

@@ -8,8 +8,10 @@ linger.ms=5), once with keys spread over every partition (so one ProduceRequest 
 partitions) and once without keys (librdkafka's sticky partitioner: one partition per batch),
 and prints one line per run::
 
-    paced acks=all keyed 5000/s over 12 partitions: sent 50000 acked 50000 in 10.0 s;
+    paced confluent-kafka acks=all keyed over 12 partitions 5000/s: sent 50000 acked 50000 in 10.0 s;
         ack ms p50 2.1 p99 6.3 max 9.0
+
+``--client kafkalite`` runs kafkalite's own ``KafkaProducer`` instead (its binary channel).
 
 Each record's value starts with its send time (``time.perf_counter_ns``), so its latency is from
 just before ``produce()`` to the delivery report; the driver serves delivery reports between
@@ -100,6 +102,46 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     raise RuntimeError(f"{topic}: not every partition led with a full ISR within 60 s")
 
 
+def paced_kafkalite_run(bootstrap: str, topic: str, rate: int, seconds: float, keyed: bool, acks: str,
+                        label: str) -> PacedRun:
+    """As :func:`paced_run`, with kafkalite's own ``KafkaProducer`` (its binary channel, not
+    Kafka's protocol), linger.ms=5; latency from just before ``send()`` to the future's callback."""
+    from kafkalite.client import KafkaProducer
+
+    run = PacedRun(label, rate, seconds)
+    latencies = run.latencies_ms
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all" if acks == "all" else 1, linger_ms=5)
+    now_ns = time.perf_counter_ns
+
+    def delivered(sent_ns: int, _metadata: Any) -> None:  # add_callback passes its arguments first
+        latencies.append((now_ns() - sent_ns) / 1e6)
+
+    def failed(error: BaseException) -> None:
+        if len(run.errors) < 10:
+            run.errors.append(str(error))
+
+    try:
+        producer.send(topic, b"warm-up").get(30)
+        value = b"v" * VALUE_SIZE
+        total = int(rate * seconds)
+        began = now_ns()
+        sent = 0
+        while sent < total:
+            due = min(total, int((now_ns() - began) * rate / 1e9) + 1)
+            while sent < due:
+                key = b"key-%d" % (sent % 1000) if keyed else None
+                producer.send(topic, value, key=key).add_callback(delivered, now_ns()).add_errback(failed)
+                sent += 1
+            lag_ns = began + int(sent * 1e9 / rate) - now_ns()
+            if lag_ns > 0:
+                time.sleep(min(lag_ns / 1e9, 0.001))
+        run.sent = sent
+        producer.flush(DRAIN_SECONDS)
+    finally:
+        producer.close()
+    return run
+
+
 def paced_run(bootstrap: str, topic: str, rate: int, seconds: float, keyed: bool, acks: str,
               label: str) -> PacedRun:
     """Produce at ``rate`` records/s for ``seconds``, then wait for the last acknowledgement."""
@@ -186,7 +228,7 @@ class AssignedConsumer(threading.Thread):
 
 
 def measure(bootstrap: str, rates: list[int], seconds: float, partitions: int, acks: str,
-            with_consumer: bool) -> list[PacedRun]:
+            with_consumer: bool, client: str = "confluent-kafka") -> list[PacedRun]:
     """Every row: per rate, keyed and unkeyed (and each without and with the assigned consumer)."""
     runs: list[PacedRun] = []
     for rate in rates:
@@ -194,14 +236,15 @@ def measure(bootstrap: str, rates: list[int], seconds: float, partitions: int, a
             for consumer_on in ((False, True) if with_consumer else (False,)):
                 topic = f"paced-{uuid.uuid4().hex[:8]}"
                 create_topic(bootstrap, topic, partitions)
-                label = (f"acks={acks} {'keyed' if keyed else 'unkeyed'} over {partitions} partitions"
+                label = (f"{client} acks={acks} {'keyed' if keyed else 'unkeyed'} over {partitions} partitions"
                          + (" with an assigned consumer" if consumer_on else ""))
                 consumer = AssignedConsumer(bootstrap, topic, partitions) if consumer_on else None
                 if consumer is not None:
                     consumer.start()
                     consumer.ready.wait(30)
                 try:
-                    run = paced_run(bootstrap, topic, rate, seconds, keyed, acks, label)
+                    produce = paced_kafkalite_run if client == "kafkalite" else paced_run
+                    run = produce(bootstrap, topic, rate, seconds, keyed, acks, label)
                 finally:
                     if consumer is not None:
                         consumer.stopping.set()
@@ -222,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acks", default="all", choices=("all", "1"), help="the producer's acks (default all)")
     parser.add_argument("--linger-ms", type=int, default=PRODUCER_SETTINGS["linger.ms"],
                         help=f"the producer's linger.ms (default {PRODUCER_SETTINGS['linger.ms']})")
+    parser.add_argument("--client", default="confluent-kafka", choices=("confluent-kafka", "kafkalite"),
+                        help="the producer: confluent-kafka over Kafka's protocol (default) or kafkalite's own")
     parser.add_argument("--assigned-consumer", action="store_true",
                         help="run each row also with a consumer assigned to the topic")
     options = parser.parse_args(argv)
@@ -235,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     print("paced settings: " + " ".join(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()), flush=True)
     if options.bootstrap:
         runs = measure(options.bootstrap, rates, options.seconds, options.partitions, options.acks,
-                       options.assigned_consumer)
+                       options.assigned_consumer, options.client)
     else:
         from kafkalite.bench.local_cluster import start_cluster
 
@@ -243,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             zookeeper, cluster = start_cluster(Path(directory), 3)
             try:
                 runs = measure(cluster.bootstrap, rates, options.seconds, options.partitions, options.acks,
-                               options.assigned_consumer)
+                               options.assigned_consumer, options.client)
             finally:
                 cluster.stop()
                 zookeeper.stop()

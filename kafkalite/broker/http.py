@@ -24,6 +24,7 @@ Concurrency: handlers run on the event loop; a channel serves its messages one a
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import logging
@@ -140,6 +141,9 @@ _UINT16 = struct.Struct(">H")
 _CHANNEL_PRODUCE = protocol.CHANNEL_APIS[protocol.PRODUCE]
 _CHANNEL_FETCH = protocol.CHANNEL_APIS[protocol.FETCH]
 _CHANNEL_SLACK = 64 * 1024  # room for the frame around a request of socket.request.max.bytes
+#: Channel messages started and not yet answered (produces waiting for replication) before the
+#: channel starts no more until the oldest is answered.
+MAX_WAITING_CHANNEL_ANSWERS = 32
 
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
@@ -525,11 +529,15 @@ class BrokerApi:
         _, pieces = await self._fetch(await _read_body(request), request)
         return web.Response(body=b"".join(pieces), content_type=protocol.BINARY_CONTENT_TYPE)
 
-    async def _produce(self, body: bytes | memoryview, request: web.Request) -> tuple[int, list[bytes | memoryview]]:
+    async def _produce(self, body: bytes | memoryview, request: web.Request,
+                       released: asyncio.Future[None] | None = None) -> tuple[int, list[bytes | memoryview]]:
+        """Produce; ``released`` (a channel's) is completed once the batches are appended."""
         produce_request = protocol.decode_produce_request(body)
         produce_request.partitions, denied = access.authorized_partitions(request, Operation.WRITE,
                                                                           produce_request.partitions)
-        results = await self.services.replicas.produce(produce_request) if produce_request.partitions else []
+        appended = None if released is None else _releaser(released)
+        results = await self.services.replicas.produce(produce_request, appended) \
+            if produce_request.partitions else []
         await self.services.quotas.hold_http_produce(produce_request)
         results += [protocol.ProduceResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
                     for item in denied]
@@ -551,19 +559,34 @@ class BrokerApi:
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
     async def channel(self, request: web.Request) -> web.StreamResponse:
-        """Serve produce and fetch messages on one WebSocket, one at a time, in order."""
+        """Serve produce and fetch messages on one WebSocket in order: each message starts once the
+        one before it has been answered or, for a produce, once its batches are appended (the
+        acks=all produces of one channel wait for replication together, at most
+        :data:`MAX_WAITING_CHANNEL_ANSWERS` at a time); a writer task sends the answers in order."""
         limit = self.config.socket_request_max_bytes
         socket = web.WebSocketResponse(max_msg_size=limit + _CHANNEL_SLACK, compress=False, autoping=True)
         await socket.prepare(request)
         task = asyncio.current_task()
         if task is not None:
             self._channels.add(task)
+        loop = asyncio.get_running_loop()
+        answers: collections.deque[asyncio.Task[list[bytes | bytearray | memoryview]]] = collections.deque()
+        answer_ready, answer_written = asyncio.Event(), asyncio.Event()
+        writer = loop.create_task(_write_channel_answers(socket, request, answers, answer_ready, answer_written))
         try:
-            while True:
+            while not writer.done():
                 message = await socket.receive()
                 if message.type is WSMsgType.BINARY:
-                    answer = await self.services.quotas.serve_timed(self._channel_call(message.data, limit, request))
-                    await _send_binary(socket, request, answer)
+                    while len(answers) >= MAX_WAITING_CHANNEL_ANSWERS and not writer.done():
+                        answer_written.clear()
+                        await answer_written.wait()
+                    released: asyncio.Future[None] = loop.create_future()
+                    call = loop.create_task(self.services.quotas.serve_timed(
+                        self._channel_call(message.data, limit, request, released)))
+                    call.add_done_callback(_releaser(released))
+                    answers.append(call)
+                    answer_ready.set()
+                    await released
                 elif message.type is WSMsgType.TEXT:
                     await socket.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary messages only")
                     break
@@ -572,12 +595,16 @@ class BrokerApi:
         except ConnectionError as exc:
             log.debug("channel client %s went away: %s", request.remote, exc)
         finally:
+            pending = [writer, *answers]
+            for item in pending:
+                item.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
             if task is not None:
                 self._channels.discard(task)
         return socket
 
-    async def _channel_call(self, data: bytes, limit: int, request: web.Request
-                            ) -> list[bytes | bytearray | memoryview]:
+    async def _channel_call(self, data: bytes, limit: int, request: web.Request,
+                            released: asyncio.Future[None] | None = None) -> list[bytes | bytearray | memoryview]:
         started = time.perf_counter()
         name = "unknown"
         status = 500
@@ -592,7 +619,7 @@ class BrokerApi:
             pieces: Sequence[bytes | bytearray | memoryview]
             if api == _CHANNEL_PRODUCE:
                 name = "produce"
-                status, pieces = await self._produce(body, request)
+                status, pieces = await self._produce(body, request, released)
             elif api == _CHANNEL_FETCH:
                 name = "fetch"
                 status, pieces = await self._fetch(body, request)
@@ -743,6 +770,37 @@ def _integer(text: str, name: str, minimum: int, maximum: int) -> int:
 
 
 _LONG_BINARY_FRAME = struct.Struct("!BBQ")
+
+
+def _releaser(released: asyncio.Future[None]) -> Callable[..., None]:
+    """Completes ``released`` (once): called by a produce after its appends, or as a task's
+    done-callback when a channel message has been answered."""
+    def release(*_ignored: object) -> None:
+        if not released.done():
+            released.set_result(None)
+    return release
+
+
+async def _write_channel_answers(socket: web.WebSocketResponse, request: web.Request,
+                                 answers: collections.deque[asyncio.Task[list[bytes | bytearray | memoryview]]],
+                                 answer_ready: asyncio.Event, answer_written: asyncio.Event) -> None:
+    """Send each started channel message's answer, in the order the messages came."""
+    try:
+        while True:
+            if not answers:
+                answer_ready.clear()
+                await answer_ready.wait()
+                continue
+            try:
+                pieces = await answers[0]
+            finally:
+                answers.popleft()
+                answer_written.set()
+            await _send_binary(socket, request, pieces)
+    except ConnectionError as exc:
+        log.debug("channel client %s went away: %s", request.remote, exc)
+    finally:
+        answer_written.set()
 
 
 async def _send_binary(socket: web.WebSocketResponse, request: web.Request,

@@ -1,7 +1,8 @@
 """Acknowledgement latency of a paced confluent-kafka producer: keyed against unkeyed records.
 
 ``python -m kafkalite.bench.paced_acks [--bootstrap HOST:PORT,...] [--rates 5000,50000]
-[--seconds S] [--partitions N] [--acks all] [--assigned-consumer]`` produces 100-byte records
+[--seconds S] [--partitions N] [--acks all] [--kinds keyed,unkeyed] [--repeat N] [--linger-ms MS]
+[--client confluent-kafka|kafkalite] [--assigned-consumer]`` produces 100-byte records
 at each rate for ``S`` seconds into a topic of ``N`` partitions (RF=3, min.insync.replicas=2),
 with a confluent-kafka ``Producer`` (librdkafka's defaults for durability: acks=all,
 linger.ms=5), once with keys spread over every partition (so one ProduceRequest carries several
@@ -23,19 +24,20 @@ three brokers and ZooKeeper (:mod:`kafkalite.bench.local_cluster`) and stops the
 
 Exit status 0; 1 when a record failed or was not acknowledged within the drain time.
 
-Concurrency: single-threaded driver (plus one consumer thread with ``--assigned-consumer``);
+Concurrency: single-threaded driver (plus one consumer process with ``--assigned-consumer``);
 librdkafka runs its own threads.
 """
 
 from __future__ import annotations
 
 import argparse
+import array
 import importlib
+import multiprocessing
 import statistics
 import struct
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -190,67 +192,96 @@ def paced_run(bootstrap: str, topic: str, rate: int, seconds: float, keyed: bool
     return run
 
 
-class AssignedConsumer(threading.Thread):
-    """A confluent-kafka consumer assigned to every partition of the topic from its end,
-    long-polling until stopped (no group, no commits); it notes each record's latency from its
-    send time (in the value) to the ``poll()`` that returned it (or the ``consume()`` right after
-    it that drained what had arrived with it)."""
+def _consume_until_stopped(bootstrap: str, topic: str, partitions: int, ready: Any, stopping: Any,
+                          results: Any) -> None:
+    """The assigned consumer's process: read from the end until ``stopping`` is set, then send
+    the end-to-end latencies (ms, as a ``array('d')`` in bytes) through ``results``."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    latencies = array.array("d")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"paced-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        consumer.assign([TopicPartition(topic, number, OFFSET_END) for number in range(partitions)])
+        ready.set()
+        unpack, now_ns = _STAMP.unpack_from, time.perf_counter_ns
+        while not stopping.is_set():
+            first = consumer.poll(0.1)  # returns at the first record; consume() would wait its timeout out
+            if first is None:
+                continue
+            messages = [first, *consumer.consume(10_000, 0)]
+            received = now_ns()
+            for message in messages:
+                value = message.value()
+                if message.error() is None and value is not None and len(value) == VALUE_SIZE:
+                    latencies.append((received - unpack(value)[0]) / 1e6)
+    finally:
+        ready.set()
+        consumer.close()
+        results.send_bytes(latencies.tobytes())
+        results.close()
+
+
+class AssignedConsumer:
+    """A confluent-kafka consumer in a process of its own (spawned: no interpreter lock shared
+    with the producer), assigned to every partition of the topic from its end, long-polling
+    until stopped (no group, no commits). It notes each record's latency from its send time (in
+    the value; ``perf_counter_ns`` is the machine's monotonic clock, shared by processes) to the
+    ``poll()`` that returned it (or the ``consume()`` right after it that drained what had
+    arrived with it)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        super().__init__(name="paced-acks-consumer", daemon=True)
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
-        self.stopping = threading.Event()
-        self.ready = threading.Event()
-        self.end_to_end_ms: list[float] = []
+        context = multiprocessing.get_context("spawn")
+        self._ready, self._stopping = context.Event(), context.Event()
+        self._results, child_end = context.Pipe(duplex=False)
+        self._process = context.Process(target=_consume_until_stopped, name="paced-acks-consumer", daemon=True,
+                                        args=(bootstrap, topic, partitions, self._ready, self._stopping, child_end))
+        self._process.start()
+        child_end.close()
 
-    def run(self) -> None:
-        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+    def wait_ready(self, timeout: float) -> None:
+        if not self._ready.wait(timeout):
+            raise RuntimeError(f"the assigned consumer was not ready within {timeout:.0f} s")
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"paced-{uuid.uuid4().hex[:6]}",
-                             "enable.auto.commit": False, "enable.partition.eof": False})
-        try:
-            consumer.assign([TopicPartition(self.topic, number, OFFSET_END) for number in range(self.partitions)])
-            self.ready.set()
-            unpack, now_ns, latencies = _STAMP.unpack_from, time.perf_counter_ns, self.end_to_end_ms
-            while not self.stopping.is_set():
-                first = consumer.poll(0.1)  # returns at the first record; consume() would wait its timeout out
-                if first is None:
-                    continue
-                messages = [first, *consumer.consume(10_000, 0)]
-                received = now_ns()
-                for message in messages:
-                    value = message.value()
-                    if message.error() is None and value is not None and len(value) == VALUE_SIZE:
-                        latencies.append((received - unpack(value)[0]) / 1e6)
-        finally:
-            self.ready.set()
-            consumer.close()
+    def stop(self, timeout: float = 30.0) -> list[float]:
+        """Stop the consumer; the end-to-end latencies it noted (empty when it failed)."""
+        self._stopping.set()
+        latencies = array.array("d")
+        if self._results.poll(timeout):
+            try:
+                latencies.frombytes(self._results.recv_bytes())
+            except EOFError:
+                pass
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
+        return list(latencies)
 
 
 def measure(bootstrap: str, rates: list[int], seconds: float, partitions: int, acks: str,
-            with_consumer: bool, client: str = "confluent-kafka") -> list[PacedRun]:
-    """Every row: per rate, keyed and unkeyed (and each without and with the assigned consumer)."""
+            with_consumer: bool, client: str = "confluent-kafka", kinds: tuple[str, ...] = ("keyed", "unkeyed"),
+            repeat: int = 1) -> list[PacedRun]:
+    """Every row: per rate and kind (keyed, unkeyed), ``repeat`` times: without and then with the
+    assigned consumer (with ``with_consumer``), each on a topic of its own."""
     runs: list[PacedRun] = []
     for rate in rates:
-        for keyed in (True, False):
-            for consumer_on in ((False, True) if with_consumer else (False,)):
+        for keyed in (kind == "keyed" for kind in kinds):
+            for consumer_on in ((False, True) * repeat if with_consumer else (False,) * repeat):
                 topic = f"paced-{uuid.uuid4().hex[:8]}"
                 create_topic(bootstrap, topic, partitions)
                 label = (f"{client} acks={acks} {'keyed' if keyed else 'unkeyed'} over {partitions} partitions"
                          + (" with an assigned consumer" if consumer_on else ""))
                 consumer = AssignedConsumer(bootstrap, topic, partitions) if consumer_on else None
-                if consumer is not None:
-                    consumer.start()
-                    consumer.ready.wait(30)
+                end_to_end: list[float] = []
                 try:
+                    if consumer is not None:
+                        consumer.wait_ready(60)
                     produce = paced_kafkalite_run if client == "kafkalite" else paced_run
                     run = produce(bootstrap, topic, rate, seconds, keyed, acks, label)
                 finally:
                     if consumer is not None:
-                        consumer.stopping.set()
-                        consumer.join(30)
-                if consumer is not None:
-                    run.end_to_end_ms = consumer.end_to_end_ms
+                        end_to_end = consumer.stop()
+                run.end_to_end_ms = end_to_end
                 print(run.line(), flush=True)
                 runs.append(run)
     return runs
@@ -267,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the producer's linger.ms (default {PRODUCER_SETTINGS['linger.ms']})")
     parser.add_argument("--client", default="confluent-kafka", choices=("confluent-kafka", "kafkalite"),
                         help="the producer: confluent-kafka over Kafka's protocol (default) or kafkalite's own")
+    parser.add_argument("--kinds", default="keyed,unkeyed",
+                        help="keyed, unkeyed or both, comma-separated (default keyed,unkeyed)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each row (default 1)")
     parser.add_argument("--assigned-consumer", action="store_true",
                         help="run each row also with a consumer assigned to the topic")
     options = parser.parse_args(argv)
@@ -274,13 +308,16 @@ def main(argv: list[str] | None = None) -> int:
         rates = [int(item) for item in options.rates.split(",") if item]
     except ValueError:
         parser.error(f"--rates {options.rates}: expected whole numbers separated by commas")
-    if not rates or min(rates) <= 0 or options.seconds <= 0 or options.partitions <= 0:
-        parser.error("rates, seconds and partitions must be positive")
+    kinds = tuple(item for item in options.kinds.split(",") if item)
+    if not kinds or any(kind not in ("keyed", "unkeyed") for kind in kinds):
+        parser.error(f"--kinds {options.kinds}: expected keyed, unkeyed or both, comma-separated")
+    if not rates or min(rates) <= 0 or options.seconds <= 0 or options.partitions <= 0 or options.repeat <= 0:
+        parser.error("rates, seconds, partitions and repeat must be positive")
     PRODUCER_SETTINGS["linger.ms"] = options.linger_ms
     print("paced settings: " + " ".join(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()), flush=True)
     if options.bootstrap:
         runs = measure(options.bootstrap, rates, options.seconds, options.partitions, options.acks,
-                       options.assigned_consumer, options.client)
+                       options.assigned_consumer, options.client, kinds, options.repeat)
     else:
         from kafkalite.bench.local_cluster import start_cluster
 
@@ -288,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             zookeeper, cluster = start_cluster(Path(directory), 3)
             try:
                 runs = measure(cluster.bootstrap, rates, options.seconds, options.partitions, options.acks,
-                               options.assigned_consumer, options.client)
+                               options.assigned_consumer, options.client, kinds, options.repeat)
             finally:
                 cluster.stop()
                 zookeeper.stop()

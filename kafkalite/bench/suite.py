@@ -32,6 +32,12 @@
   beside confluent-kafka's ``produce()`` on librdkafka's mock cluster in the same program, in alternating
   rounds (target ≥ 1,000,000 records/s and ≥ 0.9× the mock); and 3 brokers, RF=3, acks=all (target ≥
   600,000 records/s).
+* **P12** confluent-kafka acknowledgements at a paced rate, 3 brokers, RF=3, acks=all,
+  ``min.insync.replicas=2``, linger.ms=5, with :mod:`kafkalite.bench.paced_acks`: keyed records over 12
+  partitions (several partitions per ProduceRequest) beside unkeyed ones at 5,000 and 50,000
+  records/s (target: keyed p99 ≤ 2× unkeyed); and one partition at 5,000 records/s with and without a
+  confluent-kafka consumer assigned to it, in alternating runs (target: every run with the consumer ≤ 1.5×
+  the run before it without).
 
 P1–P4 (and P6 and P7, with their own programs) run the command-line tools (``kafkalite.tools.producer_perf_test``,
 ``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
@@ -87,7 +93,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS_PATH = ROOT / "docs" / "performance.md"
 RESULTS_START = "<!-- benchmark-suite-results:start -->"
 RESULTS_END = "<!-- benchmark-suite-results:end -->"
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9")
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P12")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -142,6 +148,8 @@ class Sizes:
     p9_records: int
     budget_seconds: float
     p5_reserve_seconds: float
+    p12_seconds: float = 10.0
+    p12_repeat: int = 3
 
     @classmethod
     def for_mode(cls, quick: bool) -> Sizes:
@@ -151,7 +159,7 @@ class Sizes:
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
                        p5_probe_bytes=128 * MiB, p6_records=1_000_000, p7_records=300_000, p7_small_records=30_000,
                        tool_timeout=60.0, p8_records=1_000_000, p9_records=300_000, budget_seconds=170.0,
-                       p5_reserve_seconds=45.0)
+                       p5_reserve_seconds=45.0, p12_seconds=3.0, p12_repeat=1)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
                    p5_probe_bytes=256 * MiB, p6_records=3_000_000, p7_records=1_000_000, p7_small_records=100_000,
@@ -673,7 +681,7 @@ def run_send_path(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: li
 
 def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wanted: set[str],
                       rows: list[Row]) -> None:
-    """P2, P4, P7 and P9 (acks=all) on a 3-broker cluster."""
+    """P2, P4, P7, P9 (acks=all) and P12 on a 3-broker cluster."""
     cluster = environment.start_cluster(3)
     runner.broker_pids = environment.broker_pids()
     bootstrap = cluster.bootstrap
@@ -697,6 +705,53 @@ def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wa
         cluster.create_topic("p9-send", partitions=1, replication_factor=3, configs=topic_configs)
         cluster.wait_in_sync("p9-send", timeout=60)
         run_send_path(cluster, runner, sizes, rows, "all")
+    if "P12" in wanted:
+        run_paced_acks(cluster, runner, sizes, rows)
+
+
+PACED_LINE = re.compile(
+    r"^paced (?P<client>\S+) acks=(?P<acks>\S+) (?P<kind>keyed|unkeyed) over (?P<partitions>\d+) partitions"
+    r"(?P<consumer> with an assigned consumer)? (?P<rate>\d+)/s: sent (?P<sent>\d+) acked (?P<acked>\d+) "
+    r"in [\d.]+ s; ack ms p50 (?P<p50>[\d.]+|nan) p99 (?P<p99>[\d.]+|nan)")
+
+
+def run_paced_acks(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: list[Row]) -> None:
+    """P12: keyed against unkeyed acknowledgement latency, and one partition with and without an
+    assigned consumer (:mod:`kafkalite.bench.paced_acks`)."""
+    seconds = str(sizes.p12_seconds)
+    run = runner.run("kafkalite.bench.paced_acks", ["--bootstrap", cluster.bootstrap, "--rates", "5000,50000",
+                                                    "--seconds", seconds], "P12 keyed vs unkeyed acks=all")
+    found = [match for line in run.lines if (match := PACED_LINE.match(line))]
+    by_kind = {(match["kind"], int(match["rate"])): match for match in found}
+    for rate in (5000, 50_000):
+        label = (f"P12 confluent-kafka keyed records over 12 partitions at {rate:,} records/s, 3 brokers, RF=3, "
+                 "acks=all, min.insync.replicas=2")
+        target = "ack p99 <= 2x the same producer with unkeyed records"
+        keyed, unkeyed = by_kind.get(("keyed", rate)), by_kind.get(("unkeyed", rate))
+        if keyed is None or unkeyed is None:
+            rows.append(Row(label, run.failure() or "no result line", target, "skipped" if run.skipped else "missed"))
+            continue
+        ratio = float(keyed["p99"]) / float(unkeyed["p99"])
+        complete = all(match["sent"] == match["acked"] for match in (keyed, unkeyed))
+        figure = (f"keyed p50 {keyed['p50']} / p99 {keyed['p99']} ms, unkeyed p50 {unkeyed['p50']} / "
+                  f"p99 {unkeyed['p99']} ms ({ratio:.2f}x)" + ("" if complete else "; records unacknowledged"))
+        rows.append(Row(label, figure, target, verdict(complete and ratio <= 2)))
+    label = ("P12 one partition at 5,000 records/s, acks=all, RF=3, with a confluent-kafka consumer assigned "
+             f"to it, {sizes.p12_repeat} alternating runs")
+    target = "every run's ack p99 <= 1.5x the run without the consumer before it"
+    run = runner.run("kafkalite.bench.paced_acks", [
+        "--bootstrap", cluster.bootstrap, "--rates", "5000", "--partitions", "1", "--kinds", "unkeyed",
+        "--assigned-consumer", "--repeat", str(sizes.p12_repeat), "--seconds", seconds], label)
+    found = [match for line in run.lines if (match := PACED_LINE.match(line))]
+    pairs = list(zip(found[0::2], found[1::2], strict=False))
+    if len(pairs) < sizes.p12_repeat:
+        rows.append(Row(label, run.failure() or "no result lines", target, "skipped" if run.skipped else "missed"))
+        return
+    ratios = [float(with_consumer["p99"]) / float(without["p99"]) for without, with_consumer in pairs]
+    complete = all(match["sent"] == match["acked"] for match in found)
+    figure = "; ".join(f"p99 {without['p99']} -> {with_consumer['p99']} ms ({ratio:.2f}x)"
+                       for (without, with_consumer), ratio in zip(pairs, ratios, strict=True))
+    rows.append(Row(label, figure, target, verdict(complete and max(ratios) <= 1.5)))
 
 
 def run_latency(cluster: BrokerCluster, runner: Runner, sizes: Sizes, topic_configs: dict[str, str]) -> Row:
@@ -967,7 +1022,7 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(sizes.tool_timeout, deadline, cpu_notes)
         if "P5" in wanted:
             runner.reserve = sizes.p5_reserve_seconds
-        if {"P1", "P2", "P3", "P4", "P6", "P7", "P8", "P9"} & set(wanted):
+        if {"P1", "P2", "P3", "P4", "P6", "P7", "P8", "P9", "P12"} & set(wanted):
             environment = Environment(directory)
             scraper = MetricsScraper(environment, arguments.scrape_metrics) if arguments.scrape_metrics else None
             if scraper is not None:
@@ -975,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if {"P1", "P3", "P6", "P8", "P9"} & set(wanted):
                     run_single_broker(environment, runner, sizes, set(wanted), rows)
-                if {"P2", "P4", "P7", "P9"} & set(wanted):
+                if {"P2", "P4", "P7", "P9", "P12"} & set(wanted):
                     run_three_brokers(environment, runner, sizes, set(wanted), rows)
             finally:
                 if scraper is not None:

@@ -19,7 +19,9 @@ just before ``produce()`` to the delivery report; the driver serves delivery rep
 paced chunks of at most one millisecond's records. With ``--assigned-consumer`` a
 confluent-kafka consumer assigned to every partition long-polls the topic (no group) during the
 run, and each row is run without and then with it; the line then adds the records' latency from
-send to the consumer (``end to end ms``). Without ``--bootstrap`` it starts its own
+send to the consumer (``end to end ms``). Before such runs the brokers create ``__consumer_offsets``
+(a consumer's first coordinator look-up asks for it) and every partition of it is in sync, so
+that the creation's burst of work is not measured as the consumer's. Without ``--bootstrap`` it starts its own
 three brokers and ZooKeeper (:mod:`kafkalite.bench.local_cluster`) and stops them at the end.
 
 Exit status 0; 1 when a record failed or was not acknowledged within the drain time.
@@ -102,6 +104,31 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             return
         time.sleep(0.05)
     raise RuntimeError(f"{topic}: not every partition led with a full ISR within 60 s")
+
+
+def ensure_offsets_topic(bootstrap: str) -> None:
+    """Have the brokers create ``__consumer_offsets`` (a group's first coordinator look-up does)
+    and wait until every partition of it is led with a full ISR: its creation is a burst of work
+    on every broker that the consumer rows must not measure."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"paced-warm-up-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+    try:
+        consumer.committed([TopicPartition("__consumer_offsets", 0)], timeout=60)
+    finally:
+        consumer.close()
+    admin_api: Any = importlib.import_module("confluent_kafka.admin")
+    admin = admin_api.AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        topic = admin.list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
+        partitions = topic.partitions if topic is not None and topic.error is None else {}
+        if partitions and all(item.leader >= 0 and len(item.isrs) == len(item.replicas)
+                              for item in partitions.values()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("__consumer_offsets: not every partition led with a full ISR within 60 s")
 
 
 def paced_kafkalite_run(bootstrap: str, topic: str, rate: int, seconds: float, keyed: bool, acks: str,
@@ -264,6 +291,8 @@ def measure(bootstrap: str, rates: list[int], seconds: float, partitions: int, a
     """Every row: per rate and kind (keyed, unkeyed), ``repeat`` times: without and then with the
     assigned consumer (with ``with_consumer``), each on a topic of its own."""
     runs: list[PacedRun] = []
+    if with_consumer:
+        ensure_offsets_topic(bootstrap)
     for rate in rates:
         for keyed in (kind == "keyed" for kind in kinds):
             for consumer_on in ((False, True) * repeat if with_consumer else (False,) * repeat):

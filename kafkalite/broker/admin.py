@@ -138,6 +138,27 @@ class AdminService:
             await self._wait_for_leaders(topic.name, len(replicas), wait_ms)
         return replicas
 
+    async def wait_for_leaders(self, partitions: dict[str, int], wait_ms: int) -> set[str]:
+        """Wait until every topic of ``partitions`` has at least that many partitions, each with a
+        leader, or ``wait_ms`` has passed; returns the topics still short of it."""
+        def late() -> set[str]:
+            short = set()
+            for topic, count in partitions.items():
+                info = self.metadata.topics.get(topic)
+                if info is None or len(info.partitions) < count or any(
+                        entry.leader < 0 for entry in info.partitions.values()):
+                    short.add(topic)
+            return short
+        await self.metadata.wait_for(lambda: not late(), wait_ms / 1000)
+        return late()
+
+    async def wait_for_deletion(self, topics: list[str], wait_ms: int) -> set[str]:
+        """Wait until none of ``topics`` exists any more, or ``wait_ms`` has passed; returns
+        those still there."""
+        await self.metadata.wait_for(lambda: not any(topic in self.metadata.topics for topic in topics),
+                                     wait_ms / 1000)
+        return {topic for topic in topics if topic in self.metadata.topics}
+
     async def _wait_for_leaders(self, topic: str, partitions: int, wait_ms: int) -> None:
         def ready() -> bool:
             info = self.metadata.topics.get(topic)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -56,6 +56,7 @@ from kafkalite.errors import (
     KafkaStorageError,
     LeaderNotAvailableError,
     NotControllerError,
+    RequestTimedOutError,
     StaleBrokerEpochError,
     StorageError,
     TopicAlreadyExistsError,
@@ -621,6 +622,18 @@ class RecordsService:
         return FetchedRecords(topic, partition, records, next_offset, result.high_watermark, result.log_start_offset)
 
 
+async def _finish_writes(calls: list[Coroutine[Any, Any, T]]) -> list[T | KafkaliteError]:
+    """Run ``calls`` at once and return each one's result or named error, in order. Shielded: if
+    the caller is cancelled (the request's client went away), the calls still run to their end,
+    so what a request accepted is done. An unexpected exception is raised."""
+    gathered = asyncio.gather(*calls, return_exceptions=True)
+    outcomes = await asyncio.shield(gathered)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, KafkaliteError):
+            raise outcome
+    return outcomes  # type: ignore[return-value]  # the loop above checked every exception
+
+
 class AdminRequests:
     """Batch admin requests answered item by item (one item's failure does not fail the rest)."""
 
@@ -630,44 +643,75 @@ class AdminRequests:
 
     async def create_topics(self, topics: list[NewTopic | Rejected], timeout_ms: int,
                             validate_only: bool) -> list[ItemOutcome[dict[int, list[int]]]]:
-        """Each topic's replica assignment (partition → brokers) or error."""
-        answers: list[ItemOutcome[dict[int, list[int]]]] = []
-        for topic in topics:
-            if isinstance(topic, Rejected):
-                answers.append(ItemOutcome(topic.name, topic.error))
-                continue
-            try:
-                assignment = await self.admin.create_topic(topic, validate_only=validate_only, wait_ms=timeout_ms)
-                answers.append(ItemOutcome(topic.name, None, assignment))
-            except KafkaliteError as exc:
-                answers.append(ItemOutcome(topic.name, as_response_error(exc)))
+        """Each topic's replica assignment (partition → brokers) or error.
+
+        Every topic the request accepts is written to ZooKeeper first, all writes in flight at
+        once, and they finish even when the request is cancelled (its client gone); then the
+        request waits, once for all of them, until their partitions are led or ``timeout_ms``
+        has passed: a topic still without leaders is answered REQUEST_TIMED_OUT ("created, not
+        led yet"), never one that was not created."""
+        accepted = [(index, topic) for index, topic in enumerate(topics) if not isinstance(topic, Rejected)]
+        written = await _finish_writes([self.admin.create_topic(topic, validate_only=validate_only, wait_ms=0)
+                                        for _, topic in accepted])
+        answers: list[ItemOutcome[dict[int, list[int]]]] = [
+            ItemOutcome(topic.name, topic.error if isinstance(topic, Rejected) else None) for topic in topics]
+        created: dict[str, int] = {}
+        for (index, topic), outcome in zip(accepted, written, strict=True):
+            if isinstance(outcome, BaseException):
+                answers[index] = ItemOutcome(topic.name, as_response_error(outcome))
+            else:
+                answers[index] = ItemOutcome(topic.name, None, outcome)
+                created[topic.name] = len(outcome)
+        if created and not validate_only and timeout_ms > 0:
+            late = await self.admin.wait_for_leaders(created, timeout_ms)
+            for index, answer in enumerate(answers):
+                if answer.error is None and answer.name in late:
+                    answers[index] = ItemOutcome(answer.name, RequestTimedOutError(
+                        f"topic {answer.name} was created, but not every partition has a leader yet"))
         return answers
 
     async def delete_topics(self, names: list[str], timeout_ms: int) -> list[ItemOutcome[None]]:
-        answers: list[ItemOutcome[None]] = []
-        for name in names:
-            try:
-                await self.admin.delete_topic(name, wait_ms=timeout_ms)
-                answers.append(ItemOutcome(name, None))
-            except KafkaliteError as exc:
-                answers.append(ItemOutcome(name, as_response_error(exc)))
+        """Each topic marked for deletion (all at once, finishing even when the request is
+        cancelled), then one wait until they are gone or ``timeout_ms`` has passed."""
+        marked = await _finish_writes([self.admin.delete_topic(name, wait_ms=0) for name in names])
+        answers: list[ItemOutcome[None]] = [
+            ItemOutcome(name, as_response_error(outcome) if isinstance(outcome, BaseException) else None)
+            for name, outcome in zip(names, marked, strict=True)]
+        deleting = [answer.name for answer in answers if answer.error is None]
+        if deleting and timeout_ms > 0:
+            late = await self.admin.wait_for_deletion(deleting, timeout_ms)
+            answers = [ItemOutcome(answer.name, RequestTimedOutError(
+                f"topic {answer.name} is marked for deletion but not yet deleted"))
+                if answer.error is None and answer.name in late else answer for answer in answers]
         return answers
 
     async def create_partitions(self, topics: list[NewPartitions | Rejected],
                                 timeout_ms: int) -> list[ItemOutcome[dict[int, list[int]]]]:
-        """Each topic's added partitions (partition → brokers) or error."""
-        answers: list[ItemOutcome[dict[int, list[int]]]] = []
-        for item in topics:
-            if isinstance(item, Rejected):
-                answers.append(ItemOutcome(item.name, item.error))
-                continue
-            try:
-                validate_topic_name(item.topic)
-                added = await self.admin.create_partitions(item.topic, item.count, item.assignment, wait_ms=timeout_ms)
-                answers.append(ItemOutcome(item.topic, None, added))
-            except KafkaliteError as exc:
-                answers.append(ItemOutcome(item.topic, as_response_error(exc)))
+        """Each topic's added partitions (partition → brokers) or error: every accepted change
+        written at once (finishing even when the request is cancelled), then one wait for leaders."""
+        accepted = [(index, item) for index, item in enumerate(topics) if not isinstance(item, Rejected)]
+        written = await _finish_writes([self._add_partitions(item) for _, item in accepted])
+        answers: list[ItemOutcome[dict[int, list[int]]]] = [
+            ItemOutcome(item.name, item.error) if isinstance(item, Rejected) else ItemOutcome(item.topic, None)
+            for item in topics]
+        totals: dict[str, int] = {}
+        for (index, item), outcome in zip(accepted, written, strict=True):
+            if isinstance(outcome, BaseException):
+                answers[index] = ItemOutcome(item.topic, as_response_error(outcome))
+            else:
+                answers[index] = ItemOutcome(item.topic, None, outcome)
+                totals[item.topic] = item.count
+        if totals and timeout_ms > 0:
+            late = await self.admin.wait_for_leaders(totals, timeout_ms)
+            for index, answer in enumerate(answers):
+                if answer.error is None and answer.name in late:
+                    answers[index] = ItemOutcome(answer.name, RequestTimedOutError(
+                        f"topic {answer.name} has its new partitions, but not every one has a leader yet"))
         return answers
+
+    async def _add_partitions(self, item: NewPartitions) -> dict[int, list[int]]:
+        validate_topic_name(item.topic)
+        return await self.admin.create_partitions(item.topic, item.count, item.assignment, wait_ms=0)
 
     async def describe_configs(self, resources: list[ConfigResource]) -> list[ItemOutcome[list[dict[str, Any]]]]:
         """Each resource's config entries; a broker describes only its own configs."""

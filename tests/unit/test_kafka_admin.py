@@ -8,6 +8,7 @@ run the real one), and the cluster metadata is a dict of topics.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import uuid
@@ -38,6 +39,7 @@ from kafkalite.errors import (
     InvalidRequestError,
     NotLeaderForPartitionError,
     OffsetOutOfRangeError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -52,10 +54,24 @@ class Admin:
     def __init__(self, topics: dict[str, Any]) -> None:
         self.topics = topics
         self.calls: list[tuple[Any, ...]] = []
+        #: topics whose partitions get no leader (wait_for_leaders reports them late)
+        self.unled: set[str] = set()
+        #: when set, each create waits for it before it writes (a slow ZooKeeper)
+        self.gate: asyncio.Event | None = None
+
+    async def wait_for_leaders(self, partitions: dict[str, int], wait_ms: int) -> set[str]:
+        self.calls.append(("wait", dict(partitions), wait_ms))
+        return self.unled & set(partitions)
+
+    async def wait_for_deletion(self, topics: list[str], wait_ms: int) -> set[str]:
+        self.calls.append(("wait deleted", list(topics), wait_ms))
+        return set()
 
     async def create_topic(self, topic: NewTopic, *, validate_only: bool = False, wait_ms: int = 30_000,
                            internal: bool = False) -> dict[int, list[int]]:
         self.calls.append(("create", topic, validate_only, wait_ms))
+        if self.gate is not None:
+            await self.gate.wait()
         if topic.name in self.topics:
             raise TopicAlreadyExistsError(f"topic '{topic.name}' already exists")
         if not validate_only:
@@ -109,6 +125,15 @@ def harness() -> tuple[Admin, KafkaRequestContext]:
     return service, KafkaRequestContext(services, 0, 0, 1, "adminclient-1", "127.0.0.1")
 
 
+async def _until(condition: Any) -> None:
+    """Let the loop run until ``condition()`` holds (a bounded number of turns)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
 def call(handler: Any, context: KafkaRequestContext, request: Any) -> Any:
     """The handler's answer to ``request`` (at the request's version); the answer must also build
     into the kio response of that version and encode, as the listener does with it."""
@@ -137,11 +162,45 @@ def test_create_topics_answers_counts_ids_configs_and_item_errors() -> None:
         0, 3, 2, TOPIC_ID)
     assert [entry["name"] for entry in views["configs"]] == ["retention.ms", "segment.bytes"]
     assert [entry["config_source"] for entry in views["configs"]] == [1, 5]
-    assert service.calls[0] == ("create", NewTopic("views", 3, 2, None, {"retention.ms": "60000"}), False, 5000)
+    # every topic written first (no wait each), then one wait for the leaders of those created
+    assert service.calls[0] == ("create", NewTopic("views", 3, 2, None, {"retention.ms": "60000"}), False, 0)
     assert (clicks["error_code"], clicks["num_partitions"]) == (TopicAlreadyExistsError.errno, -1)
     assert "already exists" in clicks["error_message"]
     assert nulls["error_code"] == InvalidConfigurationError.errno
-    assert len(service.calls) == 2  # the rejected topic never reached the service
+    assert [call[0] for call in service.calls] == ["create", "create", "wait"]  # the rejected one never arrives
+    assert service.calls[2] == ("wait", {"views": 3}, 5000)
+
+
+def test_a_created_topic_still_without_leaders_at_the_timeout_is_request_timed_out_and_the_rest_are_not() -> None:
+    service, context = harness()
+    service.unled = {"slow"}
+    request = create_topics_v7.CreateTopicsRequest(topics=tuple(
+        create_topics_v7.CreatableTopic(name=name, num_partitions=2, replication_factor=1, assignments=(),
+                                        configs=()) for name in ("fast", "slow")), timeout=TIMEOUT,
+        validate_only=False)
+    fast, slow = call(admin.create_topics, context, request)["topics"]
+    assert fast["error_code"] == 0
+    assert slow["error_code"] == RequestTimedOutError.errno
+    assert "was created" in slow["error_message"]
+    assert {"fast", "slow"} <= set(service.topics)
+
+
+def test_a_create_topics_request_cancelled_mid_way_still_writes_every_topic_it_accepted() -> None:
+    async def scenario() -> None:
+        service, _ = harness()
+        service.gate = asyncio.Event()
+        requests = AdminRequests(BrokerConfig(), service)  # type: ignore[arg-type]
+        names = [f"topic-{number}" for number in range(20)]
+        task = asyncio.ensure_future(requests.create_topics([NewTopic(name, 1, 1) for name in names], 30_000, False))
+        await _until(lambda: len(service.calls) >= 1)  # the writes started, none done ...
+        task.cancel()  # ... when the client goes away
+        service.gate.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await _until(lambda: set(names) <= set(service.topics))
+        assert len(service.calls) == len(names)  # each written once, no wait after the cancel
+
+    asyncio.run(scenario())
 
 
 def test_delete_topics_by_name_or_id() -> None:
@@ -170,7 +229,7 @@ def test_create_partitions_and_validate_only() -> None:
     done = call(admin.create_partitions, context, create_partitions_v3.CreatePartitionsRequest(
         topics=topics[:1], timeout=TIMEOUT, validate_only=False))
     assert done["results"] == [{"name": "clicks", "error_code": 0, "error_message": None}]
-    assert service.calls == [("partitions", "clicks", 3, None)]
+    assert service.calls == [("partitions", "clicks", 3, None), ("wait", {"clicks": 3}, 5000)]
 
 
 def test_describe_configs_maps_resource_types_sources_and_key_filter() -> None:

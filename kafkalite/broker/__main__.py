@@ -14,6 +14,7 @@ import gc
 import logging
 import os
 import platform
+import resource
 import signal
 import sys
 
@@ -54,6 +55,27 @@ def keep_freed_buffers() -> bool:
         return False
 
 
+#: The soft open-files limit asked for when the hard limit is unlimited.
+OPEN_FILES_WHEN_UNLIMITED = 1_048_576
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard limit (each partition keeps its active
+    segment's log, index and time index open, so thousands of partitions need tens of thousands
+    of descriptors); returns (before, after). When the limit is reached anyway, an append that
+    must roll a segment fails with KAFKA_STORAGE_ERROR naming "Too many open files" and is
+    undone, and the log stays online."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_WHEN_UNLIMITED if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            return soft, wanted
+        except (ValueError, OSError):
+            pass  # e.g. above the kernel's nr_open: keep the soft limit
+    return soft, soft
+
+
 async def _run(broker: Broker) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -91,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     use_format(handler, config.log_format, config.broker_id)
     keep_freed_buffers()
+    before, after = raise_open_files_limit()
+    logging.getLogger("kafkalite.broker").info(
+        "open files limit %d%s (about 3 per partition replica, plus connections)", after,
+        f", raised from {before}" if after != before else "")
     try:
         broker = Broker(config)  # builds the TLS contexts: ssl.* settings it cannot honour stop it here
     except KafkaliteError as exc:

@@ -38,8 +38,10 @@ META_PROPERTIES = "meta.properties"
 
 SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
-# I/O errors that pass by themselves (space comes back): the log directory stays online.
-TRANSIENT_IO_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# I/O errors that pass by themselves (space comes back, files are closed): the log directory stays
+# online. EMFILE and ENFILE are the process's or the system's open-files limit at a segment roll,
+# not a fault of the disk.
+TRANSIENT_IO_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE})
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)((?:\.cleaned|\.swap|\.deleted)?)$")
 
@@ -85,6 +87,6 @@ def fsync_directory(directory: Path) -> None:
 
 
 def is_transient_io_error(exc: OSError) -> bool:
-    """True for a full disk or quota (the write may succeed later); False for EIO, EROFS and
-    every other I/O error, which take a log directory offline."""
+    """True for a full disk or quota, or the open-files limit (the write may succeed later);
+    False for EIO, EROFS and every other I/O error, which take a log directory offline."""
     return exc.errno in TRANSIENT_IO_ERRNOS

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import subprocess
 import sys
 
@@ -56,3 +57,19 @@ def test_without_the_setting_a_large_buffer_is_mapped_on_its_own() -> None:
 def test_an_operators_malloc_environment_is_left_as_it_is() -> None:
     assert _probe("keep", MALLOC_MMAP_THRESHOLD_="1048576") == ["False", "False", "False"]
     assert _probe("keep", GLIBC_TUNABLES="glibc.malloc.trim_threshold=1048576")[0] == "False"
+
+
+def test_the_broker_raises_its_soft_open_files_limit_to_the_hard_limit() -> None:
+    from kafkalite.broker.__main__ import OPEN_FILES_WHEN_UNLIMITED, raise_open_files_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_WHEN_UNLIMITED if hard == resource.RLIM_INFINITY else hard
+    lowered = min(256, wanted)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard))
+    try:
+        before, after = raise_open_files_limit()
+        assert (before, after) == (lowered, wanted) or (before == after == lowered and lowered == wanted)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (after, hard)
+        assert raise_open_files_limit() == (after, after)  # already raised: nothing changes
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

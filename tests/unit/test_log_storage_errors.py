@@ -318,3 +318,31 @@ def test_a_log_that_cannot_be_created_is_a_storage_error_and_can_be_retried(
     created.append_as_leader(values_batch(0, 10), leader_epoch=0)
     assert read_all(created) == list(range(10))
     manager.shutdown()
+
+
+@pytest.mark.parametrize("error", [errno.EMFILE, errno.ENFILE])
+def test_a_roll_at_the_open_files_limit_is_undone_and_the_log_stays_online(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int) -> None:
+    partition_log = open_log(tmp_path / "topic-0", segment_bytes=1024)
+    batch_size = len(values_batch(0, 10))
+    while partition_log.active_segment.size + batch_size <= 1024:  # the next append must roll
+        partition_log.append_as_leader(values_batch(partition_log.log_end_offset, 10), leader_epoch=0)
+    end, segments = partition_log.log_end_offset, len(partition_log.segments)
+    real_open = os.open
+
+    def open_at_the_limit(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith(files.LOG_SUFFIX):  # a new segment's log file: no descriptor left
+            raise OSError(error, os.strerror(error), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_at_the_limit)
+    with pytest.raises(KafkaStorageError, match=os.strerror(error)) as raised:
+        partition_log.append_as_leader(values_batch(end, 10), leader_epoch=0)
+    assert not isinstance(raised.value, LogDirOfflineError)
+    assert partition_log.offline_reason is None
+    assert (partition_log.log_end_offset, len(partition_log.segments)) == (end, segments)
+    monkeypatch.setattr(os, "open", real_open)  # descriptors were closed: the roll and the append go through
+    partition_log.append_as_leader(values_batch(end, 10), leader_epoch=0)
+    assert len(partition_log.segments) == segments + 1
+    assert read_all(partition_log) == list(range(end + 10))
+    partition_log.close()

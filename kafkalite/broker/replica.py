@@ -550,6 +550,10 @@ class ReplicaManager:
             partition.record_follower_fetch(request.replica_id, item.fetch_offset, item.log_start_offset)
             if request.replica_id not in partition.isr:  # only a follower outside the ISR can join it
                 self._maybe_expand_isr(partition)
+            if item.fetch_offset == partition_log.log_end_offset:  # caught up: nothing to read (idle fetches)
+                return FetchResult(item.topic, item.partition, 0, partition_log.high_watermark,
+                                   partition.last_stable_offset, partition_log.log_start_offset,
+                                   leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
             max_offset = None
         elif request.replica_id == protocol.DEBUGGING_REPLICA_ID:  # Kafka's debugging consumer: to the log end
             max_offset = None
@@ -755,6 +759,9 @@ class ReplicaManager:
             return 0
         await self._rebuild_if_stale(partition)
         size = len(result.records)
+        if not size and result.log_start_offset <= partition_log.log_start_offset \
+                and min(result.high_watermark, partition_log.log_end_offset) == partition_log.high_watermark:
+            return 0  # an idle answer: nothing to append, no high watermark or log start to follow
         if size:
             try:
                 if size > FOLLOWER_CHECK_INLINE_BYTES:

@@ -5,29 +5,37 @@
 #   - a virtualenv in .venv with kafkalite and its test (and, with --spark, Spark) extras;
 #   - kcat (Debian) and kafkajs (npm, pinned by tests/js/package-lock.json into tests/js/node_modules),
 #     the non-Python Kafka clients tests/integration/test_kafka_tools.py runs.
+# With --run, only what running a cluster and Spark jobs needs (scripts/quickstart.sh): ZooKeeper, Java,
+# the compiler for the C extensions, curl, and .venv with kafkalite and its spark extra; no browser, no
+# Node, no kcat, no iptables and no test dependencies.
 # Re-running is cheap: the virtualenv is refreshed only when setup.cfg changed, node_modules only
 # when the lock file changed.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 extras="test"
+run_only=""
 for argument in "$@"; do
   case "$argument" in
     --spark) extras="test,spark" ;;
-    -h|--help) echo "usage: scripts/install.sh [--spark]"; exit 0 ;;
+    --run) run_only=1 ;;
+    -h|--help) echo "usage: scripts/install.sh [--spark | --run]"; exit 0 ;;
     *) echo "Error: unknown option $argument" >&2; exit 2 ;;
   esac
 done
+if [ -n "$run_only" ]; then extras="spark"; fi
 
 need_apt=()
 [ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 [ -f /usr/share/java/slf4j-simple.jar ] || need_apt+=(libslf4j-java)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
-# The network-partition tests put ZooKeeper, brokers and clients in network namespaces.
-PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
-command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+if [ -z "$run_only" ]; then
+  # The network-partition tests put ZooKeeper, brokers and clients in network namespaces.
+  PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+  PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+  command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+fi
 # The compiled record codec (setup.py) needs a C compiler and Python's headers; without them kafkalite runs
 # its pure-Python code.
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
@@ -35,9 +43,11 @@ python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.jo
   || need_apt+=(python3-dev)
 # README's examples (tested) read the brokers' HTTP API with curl.
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
-# The web console's tests drive Debian's Chromium through its ChromeDriver (tests/integration/test_console.py).
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
-[ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+if [ -z "$run_only" ]; then
+  # The web console's tests drive Debian's Chromium through its ChromeDriver (tests/integration/test_console.py).
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+  [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing Debian packages: ${need_apt[*]}"
@@ -52,7 +62,18 @@ if [ ! -x .venv/bin/python ]; then
   echo "creating virtualenv .venv"
   python3 -m venv .venv
 fi
-if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+installed_extras() {  # the extras the stamp records, when its sources' hash is today's
+  [ -f "$stamp" ] || return 0
+  read -r hash recorded < "$stamp" || true
+  if [ "$hash" = "${want%% *}" ]; then echo "$recorded" | tr ',' ' '; fi
+  return 0
+}
+missing_extra=""
+present=" $(installed_extras) "
+for extra in ${extras//,/ }; do
+  case "$present" in *" $extra "*) ;; *) missing_extra=1 ;; esac
+done
+if [ -n "$missing_extra" ]; then
   echo "installing kafkalite[$extras] into .venv"
   log=".venv/install.log"
   if ! { .venv/bin/python -m pip install -q --upgrade pip setuptools wheel &&
@@ -76,6 +97,9 @@ if [ -n "$stale" ]; then
   fi
 fi
 
+if [ -n "$run_only" ]; then
+  exit 0
+fi
 # kafkajs for the Node client tests (Node 20 and npm come with the machine, see README).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "Error: node and npm are required (Node 20) to install kafkajs into tests/js" >&2

@@ -83,6 +83,11 @@ def test_quickstart_brings_up_a_cluster_and_stop_leaves_nothing(tmp_path: Path) 
         assert "Created topic quickstart-events." in output, output[-3000:]
         assert "Processed a total of 5 messages" in result.stderr
         assert re.search(r"quickstart-group\s+quickstart-events\s+\d+\s+\d+\s+\d+\s+\d+", output), output
+        # Spark read the topic (records per key) and the streaming job aggregated the sample orders.
+        assert {"alice\t2", "bob\t1", "<null>\t2"} <= set(output.splitlines()), output[-3000:]
+        stats = [line for line in output.splitlines() if '"window_start"' in line]
+        assert sum(int(re.search(r'"orders":(\d+)', line)[1]) for line in stats) == 200, stats
+        assert re.search(r"quick start done in \d+ s", output), output[-1000:]
         status = subprocess.run([str(ROOT / "scripts" / "kafkalite-cluster.sh"), "status", "--data-dir", str(data)],
                                 capture_output=True, text=True, timeout=60)
         assert status.returncode == 0 and status.stdout.count("running") == 4

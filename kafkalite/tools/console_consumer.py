@@ -58,7 +58,8 @@ def build_parser() -> ToolArgumentParser:
                         help="a consumer config (Kafka's names)")
     parser.add_argument("--consumer.config", dest="consumer_config", help="consumer config properties file")
     parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
-                        default="read_uncommitted", help="reserved: transactions are not supported yet")
+                        help="read_uncommitted (default) shows every record; read_committed only those of "
+                             "committed transactions, up to the last stable offset (overrides isolation.level)")
     parser.add_argument("--skip-message-on-error", action="store_true", help="accepted for compatibility")
     return parser
 
@@ -127,6 +128,8 @@ def _consumer_options(arguments: Any) -> dict[str, Any]:
     for option in ("enable_auto_commit", "check_crcs"):
         if option in options:
             options[option] = str(options[option]).lower() == "true"
+    if arguments.isolation_level is not None:
+        options["isolation_level"] = arguments.isolation_level
     if arguments.group:
         options["group_id"] = arguments.group
     options.setdefault("auto_offset_reset", "earliest" if arguments.from_beginning else "latest")

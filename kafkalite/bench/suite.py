@@ -32,6 +32,11 @@
   beside confluent-kafka's ``produce()`` on librdkafka's mock cluster in the same program, in alternating
   rounds (target ≥ 1,000,000 records/s and ≥ 0.9× the mock); and 3 brokers, RF=3, acks=all (target ≥
   600,000 records/s).
+* **P10** what partitions cost an idle cluster, with :mod:`kafkalite.bench.scale` on a cluster of its own
+  (3 brokers, RF=3, topics of 100 partitions): 1,000 then 3,000 partitions (``--quick``: 1,000), each step
+  created in one CreateTopics request; creation until in sync, idle CPU, RSS and open files per broker,
+  Metadata for every topic, one ``/metrics`` scrape (targets from 10,000 partitions: 1,000 created and in
+  sync ≤ 5 s, idle CPU ≤ 2% of a core per broker, RSS ≤ 500 MB, Metadata median ≤ 50 ms, scrape ≤ 200 ms);
 * **P12** confluent-kafka acknowledgements at a paced rate, 3 brokers, RF=3, acks=all,
   ``min.insync.replicas=2``, linger.ms=5, with :mod:`kafkalite.bench.paced_acks`: keyed records over 12
   partitions (several partitions per ProduceRequest) beside unkeyed ones at 5,000 and 50,000
@@ -93,7 +98,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS_PATH = ROOT / "docs" / "performance.md"
 RESULTS_START = "<!-- benchmark-suite-results:start -->"
 RESULTS_END = "<!-- benchmark-suite-results:end -->"
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P12")
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P12")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -150,6 +155,7 @@ class Sizes:
     p5_reserve_seconds: float
     p12_seconds: float = 10.0
     p12_repeat: int = 3
+    p10_steps: str = "1000,3000"
 
     @classmethod
     def for_mode(cls, quick: bool) -> Sizes:
@@ -159,7 +165,7 @@ class Sizes:
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
                        p5_probe_bytes=128 * MiB, p6_records=1_000_000, p7_records=300_000, p7_small_records=30_000,
                        tool_timeout=60.0, p8_records=1_000_000, p9_records=300_000, budget_seconds=170.0,
-                       p5_reserve_seconds=45.0, p12_seconds=3.0, p12_repeat=1)
+                       p5_reserve_seconds=45.0, p12_seconds=3.0, p12_repeat=1, p10_steps="1000")
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
                    p5_probe_bytes=256 * MiB, p6_records=3_000_000, p7_records=1_000_000, p7_small_records=100_000,
@@ -709,6 +715,40 @@ def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wa
         run_paced_acks(cluster, runner, sizes, rows)
 
 
+SCALE_LINE = re.compile(
+    r"^scale (?P<partitions>\d+) partitions .*created and in sync in (?P<seconds>[\d.]+) s; "
+    r"idle CPU % (?P<cpu>[\d./]+); RSS MB (?P<rss>[\d/]+), ZooKeeper (?P<zookeeper>\d+|nan); "
+    r"open files (?P<files>[\d/]+); Metadata all topics median (?P<metadata>[\d.]+) ms .*; "
+    r"/metrics (?P<scrape>\d+) ms, (?P<scrape_kb>\d+) kB$")
+
+
+def run_scale(runner: Runner, sizes: Sizes, rows: list[Row]) -> None:
+    """P10: what partitions cost an idle 3-broker cluster (:mod:`kafkalite.bench.scale`)."""
+    run = runner.run("kafkalite.bench.scale", ["--steps", sizes.p10_steps], "P10 partitions on an idle cluster")
+    target = ("1,000 created and in sync <= 5 s; idle CPU <= 2% per broker; RSS <= 500 MB; Metadata median "
+              "<= 50 ms; scrape <= 200 ms (the issue's figures at 10,000 partitions)")
+    found = [match for line in run.lines if (match := SCALE_LINE.match(line))]
+    if not found:
+        rows.append(Row("P10 partitions on an idle cluster", run.failure() or "no result line", target,
+                        "skipped" if run.skipped else "missed"))
+        return
+    previous = 0
+    for match in found:
+        partitions = int(match["partitions"])
+        created = partitions - previous
+        previous = partitions
+        cpu = [float(value) for value in match["cpu"].split("/")]
+        rss = [float(value) for value in match["rss"].split("/")]
+        per_thousand = float(match["seconds"]) * 1000 / created
+        figure = (f"{created:,} created and in sync in {float(match['seconds']):.1f} s ({per_thousand:.1f} s per "
+                  f"1,000); idle CPU {match['cpu']} %; RSS {match['rss']} MB (ZooKeeper {match['zookeeper']}); "
+                  f"open files {match['files']}; Metadata median {match['metadata']} ms; /metrics "
+                  f"{match['scrape']} ms, {match['scrape_kb']} kB")
+        met = (per_thousand <= 5 and max(cpu) <= 2 and max(rss) <= 500 and float(match["metadata"]) <= 50
+               and int(match["scrape"]) <= 200)
+        rows.append(Row(f"P10 {partitions:,} partitions, 3 brokers, RF=3, idle", figure, target, verdict(met)))
+
+
 PACED_LINE = re.compile(
     r"^paced (?P<client>\S+) acks=(?P<acks>\S+) (?P<kind>keyed|unkeyed) over (?P<partitions>\d+) partitions"
     r"(?P<consumer> with an assigned consumer)? (?P<rate>\d+)/s: sent (?P<sent>\d+) acked (?P<acked>\d+) "
@@ -1038,6 +1078,8 @@ def main(argv: list[str] | None = None) -> int:
                     log(cpu_notes[-1])
             environment.close()
             environment = None
+        if "P10" in wanted:
+            run_scale(runner, sizes, rows)
         if "P5" in wanted:
             run_storage(directory, sizes, rows, deadline)
     except KeyboardInterrupt:

@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 COALESCE_DELAY = 0.01
 #: Seconds before a pass is retried after it failed or a fenced write lost a race.
 RETRY_DELAY = 0.05
+#: Partition elections of one reconciliation pass in flight at once (their ZooKeeper writes pipelined).
+RECONCILE_BATCH = 64
 
 
 class Controller:
@@ -321,12 +323,18 @@ class Controller:
         if self._needs_confirmation(live, self._bounced):
             live = await self._confirm_live_brokers()
         bounced, self._bounced = self._bounced, set()
+        due: list[tuple[PartitionInfo, bool]] = []
         for topic, topic_info in list(self.metadata.topics.items()):
             if topic in self.metadata.topics_being_deleted:
                 continue
             unclean = self._unclean_allowed(topic)
-            for info in list(topic_info.partitions.values()):
-                await self._reconcile_partition(info, live, bounced, unclean)
+            due.extend((info, unclean) for info in topic_info.partitions.values()
+                       if self._may_need_election(info, live, bounced))
+        # The partitions' state writes are independent: up to RECONCILE_BATCH of them in flight
+        # at once, pipelined on the ZooKeeper session, rather than one round trip after another.
+        for start in range(0, len(due), RECONCILE_BATCH):
+            await asyncio.gather(*(self._reconcile_partition(info, live, bounced, unclean)
+                                   for info, unclean in due[start:start + RECONCILE_BATCH]))
         if self._preferred_requests:
             requests, self._preferred_requests = self._preferred_requests, []
             await self._run_preferred(requests, live)
@@ -477,6 +485,16 @@ class Controller:
         if value is None:
             return self.config.log.unclean_leader_election_enable
         return value.strip().lower() == "true"
+
+    def _may_need_election(self, info: PartitionInfo, live: set[int], bounced: set[int]) -> bool:
+        """Whether :meth:`_reconcile_partition` may write this partition's state: it has none yet,
+        its leader is gone (dead, bounced or shutting down), or a follower in its ISR is."""
+        state = info.state
+        if state is None:
+            return True
+        if state.leader not in live or state.leader in bounced or state.leader in self._shutting_down:
+            return True
+        return any(replica != state.leader and (replica not in live or replica in bounced) for replica in state.isr)
 
     async def _reconcile_partition(self, info: PartitionInfo, live: set[int], bounced: set[int],
                                    unclean: bool) -> None:

@@ -17,7 +17,8 @@ full ISR (as Metadata answers); *idle CPU*: each broker's user and system CPU ov
 the first after the step); */metrics*: one scrape of broker 1. Everything it started is stopped at
 the end.
 
-Exit status 0; 1 when a step did not get in sync within ``--sync-timeout``.
+Exit status 0; 1 when a step did not get in sync within ``--sync-timeout``; 143 after SIGTERM, once
+the cluster it started is stopped.
 
 Concurrency: single-threaded driver; the brokers and ZooKeeper are processes of their own.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if not steps or steps != sorted(steps) or steps[0] <= 0 or options.topic_partitions <= 0:
         parser.error("--steps must be increasing positive partition counts; --topic-partitions positive")
     admin_api: Any = importlib.import_module("confluent_kafka.admin")
+    # SIGTERM (a runner's time limit) ends the run through the cleanup below: the cluster stops.
+    signal.signal(signal.SIGTERM, lambda _number, _frame: sys.exit(143))
     failed = False
     with tempfile.TemporaryDirectory(prefix="kafkalite-scale-") as directory:
         zookeeper, cluster = start_cluster(Path(directory), 3)
@@ -142,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"median {statistics.median(times):.1f} ms (first {first_ms:.1f} ms); /metrics "
                       f"{scrape_ms:.0f} ms, {len(scraped) / 1000:.0f} kB", flush=True)
         finally:
-            cluster.stop()
-            zookeeper.stop()
+            try:
+                cluster.stop()
+            finally:
+                zookeeper.stop()
     return 1 if failed else 0
 
 

@@ -33,8 +33,7 @@ class Cache:
     def cluster_metadata(self, topics: list[str] | None) -> protocol.ClusterMetadata:
         self.builds += 1
         return protocol.ClusterMetadata("cluster", 1, [], [
-            protocol.TopicMetadata(name, [protocol.PartitionMetadata(number, 1, 0, [1], [1])
-                                          for number in range(count)])
+            protocol.TopicMetadata(name, [protocol.PartitionMetadata(number, 1, 0, [1], [1]) for number in range(count)])
             for name, count in sorted(self.partitions.items())])
 
     def change(self, name: str, partitions: int) -> None:

@@ -141,9 +141,6 @@ class MetadataCache:
         self._broker_watches: dict[int, Watch] = {}
         self._watches: list[Watch] = []
         self._changed = asyncio.Event()
-        #: Counts the changes signalled: an answer built from the cache at one generation is
-        #: still the cache's answer while the generation is the same.
-        self.generation = 0
         self._last_config_change = -1
         self.broker_configs: dict[str, str] = {}
         self.started = False
@@ -201,7 +198,6 @@ class MetadataCache:
                 changed.cancel()
 
     def _signal(self) -> None:
-        self.generation += 1
         self._changed.set()
 
     def _notify(self, method: str, *arguments: Any) -> None:
@@ -379,8 +375,6 @@ class MetadataCache:
                 return
             if entry.adopt_state(state, stat.version):
                 self._notify("on_partition_changed", entry)
-            else:  # the controller or the leader adopted it already when it wrote it: signal it here
-                self._signal()
         return on_state
 
     def _on_deletions(self, children: list[str]) -> None:

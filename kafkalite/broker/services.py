@@ -280,19 +280,6 @@ class MetadataService:
         self.admin = admin
         self.controller = controller
         self.log_manager = log_manager
-        #: A front end's encoded answers for every topic, by its own key: (cache generation, body).
-        #: Valid while the cache's generation is the one it was built at.
-        self.kept_answers: dict[Any, tuple[int, bytes]] = {}
-
-    def kept_answer(self, key: Any) -> bytes | None:
-        """The answer kept under ``key`` if the cache has not changed since it was built."""
-        kept = self.kept_answers.get(key)
-        return kept[1] if kept is not None and kept[0] == self.cache.generation else None
-
-    def keep_answer(self, key: Any, generation: int, body: bytes) -> None:
-        """Keep ``body``, built from the cache at ``generation``, unless the cache changed since."""
-        if generation == self.cache.generation:
-            self.kept_answers[key] = (generation, body)
 
     def health(self) -> BrokerHealth:
         return BrokerHealth(self.config.broker_id, self.cache.controller_id, self.controller.active,

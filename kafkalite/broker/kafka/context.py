@@ -42,17 +42,6 @@ NO_RESPONSE: KafkaAnswer = MappingProxyType({})
 """Returned (this very object) by a handler whose request gets no response (Produce with acks=0)."""
 
 
-class EncodedAnswer(dict[str, Any]):
-    """An answer whose response body is already encoded (``body``, the kio response of the
-    request's version, without the response header): the connection frames it as it is. A
-    handler returns one to serve an answer it keeps (Metadata for every topic); the mapping
-    itself holds the fields the connection reads (``throttle_time``)."""
-
-    def __init__(self, body: bytes) -> None:
-        super().__init__(throttle_time=0)
-        self.body = body
-
-
 class ServingOrder:
     """The point in one request's handling after which its connection may start the next request.
 

@@ -20,8 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from kafkalite import protocol
-from kafkalite.broker.kafka import codec
-from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, EncodedAnswer, KafkaAnswer, KafkaRequestContext
+from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.services import EpochQuery, OffsetQuery
 from kafkalite.errors import InvalidRequestError, UnsupportedVersionError
 
@@ -56,9 +55,7 @@ def _brokers(context: KafkaRequestContext, metadata: protocol.ClusterMetadata) -
 # -- Metadata -------------------------------------------------------------------------------------
 async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     """Brokers at their advertised addresses, topics with ids, leaders and leader epochs. v0 asks
-    for every topic with an empty list, later versions with null; v0–v3 always auto-create. The
-    answer for every topic is encoded once per version and listener and served as it is until
-    the metadata cache changes."""
+    for every topic with an empty list, later versions with null; v0–v3 always auto-create."""
     services = context.services
     requested = request.topics
     names: list[str] | None
@@ -79,15 +76,6 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
                     continue
             if name is not None:
                 names.append(name)
-    # Every topic: the answer is kept encoded per version and listener until the cache changes
-    # (not with an authorizer, whose answers differ by principal, nor with quotas, which rewrite them).
-    keep = names is None and services.authorizer is None and not services.quotas.enabled
-    key = ("kafka", context.api_version, context.listener_name)
-    if keep:
-        body = services.metadata.kept_answer(key)
-        if body is not None:
-            return EncodedAnswer(body)
-    generation = services.metadata.cache.generation
     allow = getattr(request, "allow_auto_topic_creation", True)
     result = await services.metadata.cluster_metadata(names, allow) if names is None or names else \
         services.metadata.describe_cluster()
@@ -101,14 +89,9 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     } for topic in result.topics]
     topics += [{"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
                for topic_id in unknown_ids]
-    answer = {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
-              "controller_id": result.controller_id, "topics": topics,
-              "cluster_authorized_operations": -2147483648}
-    if not keep:
-        return answer
-    body = codec.encode_body(METADATA, context.api_version, answer)
-    services.metadata.keep_answer(key, generation, body)
-    return EncodedAnswer(body)
+    return {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
+            "controller_id": result.controller_id, "topics": topics,
+            "cluster_authorized_operations": -2147483648}
 
 
 # -- Produce --------------------------------------------------------------------------------------

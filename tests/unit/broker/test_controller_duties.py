@@ -202,19 +202,3 @@ def test_a_preferred_election_reads_the_state_again_when_the_cached_isr_lacks_th
         assert leader_isr_epoch(cluster, "events", 0) == (2, [3, 1, 2], 2)
 
     run(scenario)
-
-
-def test_a_state_event_the_cache_already_holds_still_moves_its_generation(run: Run) -> None:
-    async def scenario(cluster: BrokerCluster) -> None:
-        await three_brokers_with(cluster, {0: [2, 3, 1]})
-        metadata = cluster.nodes[2].metadata
-        found = cluster.ensemble.read(znodes.partition_state_path("events", 0))
-        assert found is not None
-        data, stat = found
-        info = metadata.partition("events", 0)
-        assert info is not None and info.state_version == stat.version  # held already (as after its own write)
-        before = metadata.generation
-        metadata._state_callback("events", 0)(data, stat)  # the watch delivers the same version
-        assert metadata.generation == before + 1  # answers kept from the cache are rebuilt
-
-    run(scenario)

@@ -663,11 +663,8 @@ class AdminRequests:
                 answers[index] = ItemOutcome(topic.name, None, outcome)
                 created[topic.name] = len(outcome)
         if created and not validate_only and timeout_ms > 0:
-            late = await self.admin.wait_for_leaders(created, timeout_ms)
-            for index, answer in enumerate(answers):
-                if answer.error is None and answer.name in late:
-                    answers[index] = ItemOutcome(answer.name, RequestTimedOutError(
-                        f"topic {answer.name} was created, but not every partition has a leader yet"))
+            await self._answer_late_leaders(answers, created, timeout_ms,
+                                            "was created, but not every partition has a leader yet")
         return answers
 
     async def delete_topics(self, names: list[str], timeout_ms: int) -> list[ItemOutcome[None]]:
@@ -702,12 +699,18 @@ class AdminRequests:
                 answers[index] = ItemOutcome(item.topic, None, outcome)
                 totals[item.topic] = item.count
         if totals and timeout_ms > 0:
-            late = await self.admin.wait_for_leaders(totals, timeout_ms)
-            for index, answer in enumerate(answers):
-                if answer.error is None and answer.name in late:
-                    answers[index] = ItemOutcome(answer.name, RequestTimedOutError(
-                        f"topic {answer.name} has its new partitions, but not every one has a leader yet"))
+            await self._answer_late_leaders(answers, totals, timeout_ms,
+                                            "has its new partitions, but not every one has a leader yet")
         return answers
+
+    async def _answer_late_leaders(self, answers: list[ItemOutcome[dict[int, list[int]]]],
+                                   partitions: dict[str, int], timeout_ms: int, state: str) -> None:
+        """One wait for the leaders of ``partitions`` (topic → partition count); each topic still
+        short of them at ``timeout_ms`` is answered REQUEST_TIMED_OUT: "topic <name> <state>"."""
+        late = await self.admin.wait_for_leaders(partitions, timeout_ms)
+        for index, answer in enumerate(answers):
+            if answer.error is None and answer.name in late:
+                answers[index] = ItemOutcome(answer.name, RequestTimedOutError(f"topic {answer.name} {state}"))
 
     async def _add_partitions(self, item: NewPartitions) -> dict[int, list[int]]:
         validate_topic_name(item.topic)

@@ -39,6 +39,9 @@ from kafkalite.storage import checkpoint, cleaner, files
 from kafkalite.storage.log import Clock, PartitionLog, wall_clock_ms
 from kafkalite.topics import topic_name_problem
 
+#: ``flush.ms`` that never forces a flush (the default, as Kafka's Long.MAX_VALUE).
+NEVER_MS = (1 << 63) - 1
+
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
@@ -66,6 +69,10 @@ class LogManager:
         self._checkpoint_failures: dict[Path, str] = {}
         # Serialises checkpoint writers (the periodic job, a DeleteRecords' log-start checkpoint).
         self._checkpoint_lock = threading.Lock()
+        # What the last checkpoint write of each directory wrote (its four files' offsets).
+        self._written_checkpoints: dict[Path, tuple[dict[TopicPartitionKey, int], ...]] = {}
+        # The logs with a flush.ms: the flush job looks at these only.
+        self._timed_flush: set[PartitionLog] = set()
 
     # -- start and stop -----------------------------------------------------------------------
     def start(self) -> None:
@@ -98,6 +105,7 @@ class LogManager:
                 )
                 partition_log.on_dir_failure = self.fail_dir
                 self.logs[parsed] = partition_log
+                self._track_flush_ms(partition_log)
             marker.unlink(missing_ok=True)
             files.fsync_directory(directory)
         self.started = True
@@ -177,6 +185,7 @@ class LogManager:
                                         f"{exc.strerror or exc}") from exc
             partition_log.on_dir_failure = self.fail_dir
             self.logs[key] = partition_log
+            self._track_flush_ms(partition_log)
             return partition_log
 
     def _least_loaded_dir(self) -> Path:
@@ -197,6 +206,7 @@ class LogManager:
             for (log_topic, _partition), partition_log in self.logs.items():
                 if log_topic == topic:
                     partition_log.config = config
+                    self._track_flush_ms(partition_log)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition's log for good; returns False when there was none."""
@@ -204,6 +214,8 @@ class LogManager:
         with self._lock:
             partition_log = self.logs.pop(key, None)
             self._cleaner_checkpoints.pop(key, None)
+            if partition_log is not None:
+                self._timed_flush.discard(partition_log)
         if partition_log is None:
             return False
         with partition_log.lock:
@@ -231,9 +243,19 @@ class LogManager:
                 log.warning("retention of %s failed, retrying on the next run: %s", partition_log.name, exc)
         return removed
 
+    def _track_flush_ms(self, partition_log: PartitionLog) -> None:
+        """Keep the set of logs whose config has a flush.ms (``flush.ms`` "never" is the default)."""
+        if partition_log.config.flush_ms < NEVER_MS:
+            self._timed_flush.add(partition_log)
+        else:
+            self._timed_flush.discard(partition_log)
+
     def flush_due_logs(self) -> int:
+        """Flush the logs with a ``flush.ms`` whose unflushed data is older than it."""
         flushed = 0
-        for partition_log in list(self.logs.values()):
+        with self._lock:
+            timed = list(self._timed_flush)
+        for partition_log in timed:
             if not partition_log.closed and partition_log.offline_reason is None and partition_log.flush_due():
                 try:
                     partition_log.flush()
@@ -263,7 +285,8 @@ class LogManager:
 
     def checkpoint_all(self) -> bool:
         """Write every per-directory checkpoint file of the online directories; returns True
-        when all were written. A failed write leaves the previous file in place and is retried
+        when all were written. A directory whose offsets did not change since its last write is
+        not written again. A failed write leaves the previous file in place and is retried
         on the next call (one WARN when a directory starts failing, one INFO when it recovers)."""
         with self._lock:
             logs = dict(self.logs)
@@ -272,8 +295,9 @@ class LogManager:
             if directory in self.offline_dirs:
                 written = False
                 continue
-            mine = {key: partition_log for key, partition_log in logs.items()
-                    if partition_log.directory.parent == directory}
+            mine = logs if len(self.log_dirs) == 1 else {
+                key: partition_log for key, partition_log in logs.items()
+                if partition_log.directory.parent == directory}
             try:
                 with self._checkpoint_lock:
                     self._write_checkpoints(directory, mine)
@@ -301,18 +325,23 @@ class LogManager:
             mine = {key: plog.log_start_offset for key, plog in self.logs.items() if plog.directory.parent == directory}
         try:
             with self._checkpoint_lock:
+                self._written_checkpoints.pop(directory, None)
                 checkpoint.write_offsets(directory / files.LOG_START_CHECKPOINT, mine)
         except OSError as exc:
             raise KafkaStorageError(f"cannot write the log start offsets of {directory}: "
                                     f"{exc.strerror or exc}") from exc
 
     def _write_checkpoints(self, directory: Path, mine: dict[TopicPartitionKey, PartitionLog]) -> None:
-        checkpoint.write_offsets(directory / files.RECOVERY_POINT_CHECKPOINT,
-                                 {key: plog.recovery_point for key, plog in mine.items()})
-        checkpoint.write_offsets(directory / files.REPLICATION_CHECKPOINT,
-                                 {key: plog.high_watermark for key, plog in mine.items()})
-        checkpoint.write_offsets(directory / files.LOG_START_CHECKPOINT,
-                                 {key: plog.log_start_offset for key, plog in mine.items()})
-        checkpoint.write_offsets(directory / files.CLEANER_CHECKPOINT,
-                                 {key: offset for key, offset in self._cleaner_checkpoints.items()
-                                  if key in mine})
+        """Write the four checkpoint files of ``directory`` unless they would say what the last
+        write said (the caller holds the checkpoint lock)."""
+        offsets = ({key: plog.recovery_point for key, plog in mine.items()},
+                   {key: plog.high_watermark for key, plog in mine.items()},
+                   {key: plog.log_start_offset for key, plog in mine.items()},
+                   {key: offset for key, offset in self._cleaner_checkpoints.items() if key in mine})
+        if self._written_checkpoints.get(directory) == offsets:
+            return
+        self._written_checkpoints.pop(directory, None)
+        for name, values in zip((files.RECOVERY_POINT_CHECKPOINT, files.REPLICATION_CHECKPOINT,
+                                 files.LOG_START_CHECKPOINT, files.CLEANER_CHECKPOINT), offsets):
+            checkpoint.write_offsets(directory / name, values)
+        self._written_checkpoints[directory] = offsets

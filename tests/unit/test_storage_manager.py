@@ -127,6 +127,60 @@ def test_manager_retention_and_cleaner_jobs(tmp_path: Path) -> None:
     assert checkpoint.read_offsets(tmp_path / files.CLEANER_CHECKPOINT)[("keyed", 0)] > 0
 
 
+def test_checkpoints_are_written_when_an_offset_moved_and_only_then(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock=FakeClock())
+    manager.start()
+    partition_log = manager.get_or_create("orders", 0)
+    partition_log.append_as_leader(values_batch(0, 10), leader_epoch=0)
+    writes: list[str] = []
+    real_write = checkpoint.write_offsets
+
+    def counted(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+        writes.append(path.name)
+        real_write(path, offsets)
+
+    monkeypatch.setattr(checkpoint, "write_offsets", counted)
+    assert manager.checkpoint_all() is True
+    assert len(writes) == 4
+    assert manager.checkpoint_all() is True  # nothing moved: nothing written
+    assert len(writes) == 4
+    partition_log.update_high_watermark(6)
+    assert manager.checkpoint_all() is True
+    assert len(writes) == 8
+    assert checkpoint.read_offsets(tmp_path / files.REPLICATION_CHECKPOINT) == {("orders", 0): 6}
+    manager.get_or_create("orders", 1)  # a new log is a change too
+    assert manager.checkpoint_all() is True
+    assert checkpoint.read_offsets(tmp_path / files.REPLICATION_CHECKPOINT) == {("orders", 0): 6, ("orders", 1): 0}
+    manager.shutdown()
+
+
+def test_the_flush_job_looks_only_at_logs_with_a_flush_ms(tmp_path: Path) -> None:
+    clock = FakeClock()
+    overrides: dict[str, dict[str, str]] = {"timed": {"flush.ms": "100"}}
+    manager = LogManager([tmp_path], LogConfig(), topic_configs=lambda topic: overrides.get(topic, {}), clock=clock)
+    manager.start()
+    timed = manager.get_or_create("timed", 0)
+    plain = manager.get_or_create("plain", 0)
+    for partition_log in (timed, plain):
+        partition_log.append_as_leader(values_batch(0, 10), leader_epoch=0)
+    clock.advance(1_000)
+    assert manager.flush_due_logs() == 1
+    assert (timed.recovery_point, plain.recovery_point) == (10, 0)
+    overrides["plain"] = {"flush.ms": "100"}  # a dynamic change counts at once
+    manager.update_config("plain")
+    clock.advance(1_000)
+    assert manager.flush_due_logs() == 1
+    assert plain.recovery_point == 10
+    manager.delete("timed", 0)
+    timed_again = manager.get_or_create("timed", 0)
+    timed_again.append_as_leader(values_batch(0, 5), leader_epoch=0)
+    clock.advance(1_000)
+    assert manager.flush_due_logs() == 1
+    assert timed_again.recovery_point == 5
+    manager.shutdown()
+
+
 def test_config_parsing_of_broker_properties() -> None:
     from kafkalite.config import parse_properties
     from kafkalite.errors import ConfigError

@@ -521,6 +521,22 @@ class GroupIdNotFoundError(BrokerResponseError):
     http_status = 404
 
 
+class FetchSessionIdNotFoundError(BrokerResponseError):
+    errno = 70
+    message = "FETCH_SESSION_ID_NOT_FOUND"
+    description = "The fetch session ID was not found."
+    http_status = 409
+    retriable = True
+
+
+class InvalidFetchSessionEpochError(BrokerResponseError):
+    errno = 71
+    message = "INVALID_FETCH_SESSION_EPOCH"
+    description = "The fetch session epoch is invalid."
+    http_status = 409
+    retriable = True
+
+
 class GroupSubscribedToTopicError(BrokerResponseError):
     errno = 86
     message = "GROUP_SUBSCRIBED_TO_TOPIC"

@@ -144,6 +144,8 @@ _FETCH_PARTITION = struct.Struct(">iqiiqi")
 _FETCH_RESULT = struct.Struct(">ihqqqiqii")
 _INDEX_AND_COUNT = struct.Struct(">ii")
 _ABORTED_TXN = struct.Struct(">qq")
+_SESSION_HEAD = struct.Struct(">iii")
+_SESSION_ANSWER = struct.Struct(">ih")
 
 
 # --- frame primitives ---------------------------------------------------------------------------
@@ -296,6 +298,18 @@ class FetchPartition:
 
 
 @dataclass(slots=True)
+class FetchSessionRequest:
+    """A follower's fetch session (Kafka's KIP-227 incremental fetch): ``session_id`` 0 with
+    ``epoch`` 0 opens a session with every partition the fetch carries; a later fetch names
+    the session and its next epoch, carries only the partitions whose position changed, and
+    lists the partitions the follower no longer fetches from this leader in ``forgotten``."""
+
+    session_id: int = 0
+    epoch: int = 0
+    forgotten: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class FetchRequest:
     partitions: list[FetchPartition]
     replica_id: int = CONSUMER_REPLICA_ID
@@ -306,6 +320,8 @@ class FetchRequest:
     #: A follower's broker epoch (the czxid of its ``/brokers/ids/<id>`` registration); the
     #: leader refuses a follower fetch without the current one.
     replica_epoch: int = NO_BROKER_EPOCH
+    #: A follower's fetch session (None: the fetch stands alone and is answered for every partition).
+    session: FetchSessionRequest | None = None
 
     @property
     def is_from_follower(self) -> bool:
@@ -339,6 +355,11 @@ def encode_fetch_request(request: FetchRequest) -> bytes:
         parts.append(_FETCH_PARTITION.pack(item.partition, item.fetch_offset, item.current_leader_epoch,
                                            item.last_fetched_epoch, item.log_start_offset,
                                            item.partition_max_bytes))
+    session = request.session
+    if session is not None:  # a trailer: the session, its epoch and the forgotten partitions
+        parts.append(_SESSION_HEAD.pack(session.session_id, session.epoch, len(session.forgotten)))
+        for topic, number in session.forgotten:
+            parts.append(_string(topic) + _INT32.pack(number))
     return b"".join(parts)
 
 
@@ -351,12 +372,22 @@ def decode_fetch_request(data: bytes | bytearray | memoryview) -> FetchRequest:
         partition, offset, current_epoch, last_epoch, start_offset, partition_max = reader.unpack(_FETCH_PARTITION)
         partitions.append(FetchPartition(topic, partition, offset, partition_max, current_epoch, last_epoch,
                                          start_offset))
+    session = None
+    if reader.position < len(reader.data):
+        session_id, epoch, count = reader.unpack(_SESSION_HEAD)
+        if session_id < 0 or epoch < 0 or count < 0 or count * 6 > len(reader.data) - reader.position:
+            raise InvalidRequestError("a fetch session's id and epoch are not negative; its forgotten "
+                                      "partitions fit the frame")
+        session = FetchSessionRequest(session_id, epoch, [(reader.string(), reader.unpack(_INT32)[0])
+                                                          for _ in range(count)])
+        if replica_id < 0:
+            raise InvalidRequestError("only a follower's fetch opens a fetch session")
     reader.finish()
     if max_wait_ms < 0 or min_bytes < 0 or max_bytes < 0 or isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
         raise InvalidRequestError("fetch limits must not be negative; isolation level is 0 or 1")
     if replica_id < DEBUGGING_REPLICA_ID:
         raise InvalidRequestError(f"replica id {replica_id} is neither a consumer (-1, -2) nor a broker id")
-    return FetchRequest(partitions, replica_id, max_wait_ms, min_bytes, max_bytes, isolation, replica_epoch)
+    return FetchRequest(partitions, replica_id, max_wait_ms, min_bytes, max_bytes, isolation, replica_epoch, session)
 
 
 def encode_fetch_response(results: Iterable[FetchResult]) -> list[bytes | bytearray | memoryview]:
@@ -380,8 +411,26 @@ def encode_fetch_response(results: Iterable[FetchResult]) -> list[bytes | bytear
     return pieces
 
 
-def decode_fetch_response(data: bytes | bytearray | memoryview) -> list[FetchResult]:
+def encode_session_fetch_response(session_id: int, error_code: int,
+                                  results: Iterable[FetchResult]) -> list[bytes | bytearray | memoryview]:
+    """The answer to a session fetch: the session's id (0 when none is open) and the error of
+    the session as a whole (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH), then the
+    partitions as :func:`encode_fetch_response` writes them."""
+    return [_SESSION_ANSWER.pack(session_id, error_code), *encode_fetch_response(results)]
+
+
+def decode_session_fetch_response(data: bytes | bytearray | memoryview) -> tuple[int, int, list[FetchResult]]:
+    """(session id, session error code, results) of :func:`encode_session_fetch_response`."""
     reader = FrameReader(data)
+    session_id, error_code = reader.unpack(_SESSION_ANSWER)
+    return session_id, error_code, _read_fetch_results(reader)
+
+
+def decode_fetch_response(data: bytes | bytearray | memoryview) -> list[FetchResult]:
+    return _read_fetch_results(FrameReader(data))
+
+
+def _read_fetch_results(reader: FrameReader) -> list[FetchResult]:
     results = []
     for _ in range(reader.count(2 + _FETCH_RESULT.size + 6)):
         topic = reader.string()

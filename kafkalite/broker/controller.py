@@ -99,6 +99,7 @@ class Controller:
         self._bounced: set[int] = set()
         self._brokers_confirmed = False  # /brokers/ids read from ZooKeeper since the election
         self._shutting_down: set[int] = set()
+        self._isr_notifications_deleting: set[str] = set()  # ISR change notifications being deleted
         self._deletions: list[str] = []
         self._preferred_requests: list[tuple[str, int]] = []
         self._reassignments: dict[tuple[str, int], list[int]] = {}
@@ -579,8 +580,17 @@ class Controller:
 
     # -- ISR change notifications (written by leaders; the watches already told us) -----------
     async def _on_isr_notifications(self, children: list[str]) -> None:
-        for child in children:
-            await self._delete_quietly(f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}")
+        """Delete the notifications at once, each once: the watch fires again while they are
+        being deleted, with the children not gone yet."""
+        fresh = [child for child in children if child not in self._isr_notifications_deleting]
+        if not fresh:
+            return
+        self._isr_notifications_deleting.update(fresh)
+        try:
+            await asyncio.gather(*(self._delete_quietly(f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}")
+                                   for child in fresh))
+        finally:
+            self._isr_notifications_deleting.difference_update(fresh)
 
     # -- preferred leader election ------------------------------------------------------------
     async def _on_preferred_request(self, data: bytes | None, stat: object) -> None:

@@ -50,6 +50,8 @@ from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     BrokerResponseError,
     ConfigError,
+    FetchSessionIdNotFoundError,
+    InvalidFetchSessionEpochError,
     InvalidRequestError,
     KafkaliteError,
     MessageSizeTooLargeError,
@@ -551,11 +553,28 @@ class BrokerApi:
         fetch_request.partitions, denied = access.authorized_partitions(request, Operation.READ,
                                                                         fetch_request.partitions,
                                                                         fetch_request.replica_id)
+        if fetch_request.session is not None:
+            return 200, await self._fetch_in_session(fetch_request, denied)
         results = await self.services.replicas.fetch(fetch_request) if fetch_request.partitions or not denied else []
         results = await self.services.quotas.hold_http_fetch(fetch_request, results)
         results += [protocol.FetchResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
                     for item in denied]
         return 200, protocol.encode_fetch_response(results)
+
+    async def _fetch_in_session(self, fetch_request: protocol.FetchRequest,
+                                denied: list[protocol.FetchPartition]) -> list[bytes | bytearray | memoryview]:
+        """A follower's session fetch; one with partitions it may not read opens no session and is
+        answered for those partitions only."""
+        if denied:
+            return protocol.encode_session_fetch_response(0, 0, [
+                protocol.FetchResult(item.topic, item.partition, TopicAuthorizationFailedError.errno)
+                for item in denied])
+        try:
+            session_id, results = await self.services.replicas.fetch_in_session(fetch_request)
+        except (FetchSessionIdNotFoundError, InvalidFetchSessionEpochError) as exc:
+            return protocol.encode_session_fetch_response(0, exc.errno, [])
+        results = await self.services.quotas.hold_http_fetch(fetch_request, results)  # replication is exempt
+        return protocol.encode_session_fetch_response(session_id, 0, results)
 
     # -- the binary channel (see kafkalite.transport.PipelinedConnection) ---------------------
     async def channel(self, request: web.Request) -> web.StreamResponse:

@@ -43,6 +43,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kafkalite.broker.producer_state import CompletedTxn, ProducerStateManager
 from kafkalite.errors import (
@@ -76,6 +77,12 @@ _WAITER_PRUNE_AT = 64
 # one by one, about a microsecond each); anything bigger is validated on a worker thread.
 VALIDATE_INLINE_BYTES = 128 * 1024
 VALIDATE_INLINE_RECORDS = 500
+
+
+class ChangeListener(Protocol):
+    """Hears of every change of a partition that a long-poll fetch could be waiting for."""
+
+    def partition_changed(self, partition: Partition) -> None: ...
 
 
 class Role(enum.Enum):
@@ -121,6 +128,7 @@ class Partition:
         #: from the log (the replica manager does it on a worker before the next append).
         self.producer_state_stale = False
         self._data_waiters: list[asyncio.Future[None]] = []
+        self._change_listeners: set[ChangeListener] = set()
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
         # DeleteRecords waits: (log start offset the ISR must reach, future).
         self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -589,10 +597,21 @@ class Partition:
             waiters = self._data_waiters = [waiter for waiter in waiters if not waiter.done()]
         waiters.append(future)
 
+    def add_change_listener(self, listener: ChangeListener) -> None:
+        """Call ``listener.partition_changed(self)`` at every change that wakes data waiters (an
+        append, a high watermark or log start move, a role change, a stop) until removed: a
+        follower's fetch session listens to each of its partitions this way."""
+        self._change_listeners.add(listener)
+
+    def remove_change_listener(self, listener: ChangeListener) -> None:
+        self._change_listeners.discard(listener)
+
     def notify_data(self) -> None:
         self._wake_data_waiters()
 
     def _wake_data_waiters(self) -> None:
+        for listener in self._change_listeners:
+            listener.partition_changed(self)
         if not self._data_waiters:
             return
         waiters, self._data_waiters = self._data_waiters, []

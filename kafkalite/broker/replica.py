@@ -52,6 +52,7 @@ import logging
 from collections.abc import Callable
 
 from kafkalite import protocol
+from kafkalite.broker.fetch_session import FetchSession, FetchSessions, SessionPartition
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.partition import Partition, Role, build_producer_state
@@ -88,6 +89,8 @@ TOPIC_ID_FILE = "partition.metadata"
 # Reads that may return more than this are done on a worker thread (a page-cache pread of this
 # size takes about as long as the hand-off to a thread).
 READ_INLINE_BYTES = 256 * 1024
+#: Partitions named by one ISR change notification at most (a znode stays far below 1 MB).
+ISR_NOTIFICATION_MAX_PARTITIONS = 1000
 # Replicated chunks above this size are CRC-checked on a worker thread.
 FOLLOWER_CHECK_INLINE_BYTES = 1024 * 1024
 
@@ -132,8 +135,12 @@ class ReplicaManager:
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetchers = FetcherManager(self)
+        #: Followers' fetch sessions with this broker as their leader.
+        self.fetch_sessions = FetchSessions(clock)
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_writes: set[tuple[str, int]] = set()
+        self._isr_changes_to_notify: list[znodes.PartitionRef] = []
+        self._isr_notifying = False
         self.shutting_down = False
         # Set while this broker cannot be sure its view of leadership is current (its ZooKeeper
         # session is suspended or lost, or the process was stalled): it then serves no partition.
@@ -171,6 +178,7 @@ class ReplicaManager:
             self._isr_task.cancel()
             await asyncio.gather(self._isr_task, return_exceptions=True)
         await self.fetchers.stop()
+        self.fetch_sessions.close()
         for partition in self.partitions.values():
             partition.stop(NotLeaderForPartitionError(f"broker {self.broker_id} is shutting down"))
 
@@ -513,16 +521,7 @@ class ReplicaManager:
                 partition.check_leader(item.current_leader_epoch)
                 result = await self._read_partition(partition, item, request, is_follower, budget, total == 0)
             except Exception as exc:
-                code, message = _error_code(exc)
-                if code == UnknownServerError.errno:
-                    log.exception("fetch of %s-%d failed", item.topic, item.partition)
-                info = self.metadata.partition(item.topic, item.partition)
-                hosted = self.partitions.get((item.topic, item.partition))
-                results.append(FetchResult(
-                    item.topic, item.partition, code, error_message=message,
-                    high_watermark=hosted.high_watermark if hosted else -1,
-                    log_start_offset=hosted.log.log_start_offset if hosted else -1,
-                    leader_id=info.leader if info else -1, leader_epoch=info.leader_epoch if info else -1))
+                results.append(self._error_result(item, exc))
                 continue
             results.append(result)
             size = len(result.records)
@@ -531,6 +530,86 @@ class ReplicaManager:
             if size == 0:
                 idle.append(partition)
         return results, total, idle
+
+    def _error_result(self, item: protocol.FetchPartition, exc: Exception) -> FetchResult:
+        """The answer for a partition whose read failed with ``exc``."""
+        code, message = _error_code(exc)
+        if code == UnknownServerError.errno:
+            log.exception("fetch of %s-%d failed", item.topic, item.partition)
+        info = self.metadata.partition(item.topic, item.partition)
+        hosted = self.partitions.get((item.topic, item.partition))
+        return FetchResult(
+            item.topic, item.partition, code, error_message=message,
+            high_watermark=hosted.high_watermark if hosted else -1,
+            log_start_offset=hosted.log.log_start_offset if hosted else -1,
+            leader_id=info.leader if info else -1, leader_epoch=info.leader_epoch if info else -1)
+
+    async def fetch_in_session(self, request: FetchRequest) -> tuple[int, list[FetchResult]]:
+        """Serve a follower's session fetch (see :mod:`kafkalite.broker.fetch_session`): read the
+        partitions whose position the fetch moved and those that changed here since, answer the
+        ones with news for the follower, long-polling up to ``max_wait_ms`` for the first change.
+        Returns the session id and the answered partitions; FETCH_SESSION_ID_NOT_FOUND or
+        INVALID_FETCH_SESSION_EPOCH for a session this broker does not have at that epoch."""
+        session, keys = self.fetch_sessions.open(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait_ms / 1000
+        answer: dict[tuple[str, int], FetchResult] = {}
+        to_read = set(keys) | session.take_changed()
+        session.in_request = True
+        try:
+            while True:
+                total = sum(len(result.records) for result in answer.values())
+                urgent = False
+                for key in to_read:
+                    entry = session.partitions.get(key)
+                    if entry is None:
+                        continue
+                    result, moved = await self._read_in_session(session, entry, request,
+                                                                max(0, request.max_bytes - total), total == 0)
+                    total += len(result.records)
+                    if result.error_code or result.diverging_epoch >= 0 or moved:
+                        urgent = True  # an error, a truncation or a log start to adopt: at once
+                    if (result.records or result.error_code or result.diverging_epoch >= 0
+                            or result.high_watermark != entry.sent_high_watermark
+                            or result.log_start_offset != entry.sent_log_start):
+                        answer[key] = result
+                    else:
+                        answer.pop(key, None)
+                total = sum(len(result.records) for result in answer.values())
+                remaining = deadline - loop.time()
+                if urgent or total >= request.min_bytes or remaining <= 0 or request.max_wait_ms == 0 \
+                        or not session.partitions:
+                    break
+                await session.wait_for_change(remaining)
+                to_read = session.take_changed()
+        finally:
+            session.in_request = False
+            session.last_request_ms = self.clock()
+        stats = self.stats
+        for key, result in answer.items():
+            entry = session.partitions.get(key)
+            if entry is not None:
+                entry.sent_high_watermark = result.high_watermark
+                entry.sent_log_start = result.log_start_offset
+            if not result.error_code:
+                stats.fetched(result.topic, len(result.records), True)
+        return session.session_id, list(answer.values())
+
+    async def _read_in_session(self, session: FetchSession, entry: SessionPartition, request: FetchRequest,
+                               budget: int, first: bool) -> tuple[FetchResult, bool]:
+        """Read one partition of a session at the follower's position: the result, and whether the
+        follower's log start is behind this leader's (it must adopt it at once)."""
+        item = entry.item
+        try:
+            partition = self._partition_for(item.topic, item.partition)
+            session.watch(entry, partition)
+            partition.check_leader(item.current_leader_epoch)
+            result = await self._read_partition(partition, item, request, True, budget, first)
+        except Exception as exc:
+            entry.caught_up = False
+            return self._error_result(item, exc), False
+        entry.caught_up = item.fetch_offset >= partition.log_end_offset
+        return result, 0 <= item.log_start_offset < partition.log.log_start_offset
 
     async def _read_partition(self, partition: Partition, item: protocol.FetchPartition, request: FetchRequest,
                         is_follower: bool, budget: int, first: bool) -> FetchResult:
@@ -669,6 +748,12 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             if not partition.is_leader or partition.pending_isr is not None:
                 continue
+            if len(partition.isr) < len(partition.replicas):
+                # A follower that caught up while its fetch session had nothing new to say
+                # joins here (a fetch that moves its position joins it at once).
+                self._maybe_expand_isr(partition)
+                if partition.pending_isr is not None:
+                    continue
             laggards = partition.isr_shrink_candidates(self.config.replica_lag_time_max_ms)
             if laggards:
                 new_isr = [replica for replica in partition.isr if replica not in laggards]
@@ -716,11 +801,24 @@ class ReplicaManager:
             self._isr_writes.discard(key)
 
     async def _notify_isr_change(self, partition: Partition) -> None:
-        notification = znodes.IsrChangeNotification([znodes.PartitionRef(partition.topic, partition.partition)])
+        """Tell the controller of an ISR change: the changes made while one notification is
+        being written go out together in the next (Kafka batches them the same way)."""
+        self._isr_changes_to_notify.append(znodes.PartitionRef(partition.topic, partition.partition))
+        if self._isr_notifying:
+            return
+        self._isr_notifying = True
         try:
-            await self.zookeeper.create(znodes.isr_change_prefix_path(), notification.to_bytes(), sequence=True)
-        except KafkaliteError as exc:
-            log.debug("ISR change notification not written: %s", exc)
+            while self._isr_changes_to_notify:
+                refs = self._isr_changes_to_notify[:ISR_NOTIFICATION_MAX_PARTITIONS]
+                del self._isr_changes_to_notify[:ISR_NOTIFICATION_MAX_PARTITIONS]
+                notification = znodes.IsrChangeNotification(refs)
+                try:
+                    await self.zookeeper.create(znodes.isr_change_prefix_path(), notification.to_bytes(),
+                                                sequence=True)
+                except KafkaliteError as exc:
+                    log.debug("ISR change notification not written: %s", exc)
+        finally:
+            self._isr_notifying = False
 
     async def _reload_state(self, partition: Partition) -> None:
         """Re-read the state znode after a lost conditional ISR write and apply it to the

@@ -418,6 +418,12 @@ class ReplicaService:
             await self.controller.verify_broker_epoch(request.replica_id, request.replica_epoch, "a follower fetch")
         return await self.replica_manager.fetch(request)
 
+    async def fetch_in_session(self, request: protocol.FetchRequest) -> tuple[int, list[protocol.FetchResult]]:
+        """A follower's session fetch: (session id, the partitions with news for it); see
+        :meth:`kafkalite.broker.replica.ReplicaManager.fetch_in_session`."""
+        await self.controller.verify_broker_epoch(request.replica_id, request.replica_epoch, "a follower fetch")
+        return await self.replica_manager.fetch_in_session(request)
+
     def list_offsets(self, queries: list[OffsetQuery], isolation_level: int) -> list[OffsetAnswer]:
         answers = []
         for query in queries:

@@ -22,11 +22,10 @@ from typing import Any
 from kafkalite import protocol
 from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.services import EpochQuery, OffsetQuery
-from kafkalite.errors import InvalidRequestError, UnsupportedVersionError
+from kafkalite.errors import FetchSessionIdNotFoundError, InvalidRequestError, UnsupportedVersionError
 
 #: Kafka's error codes that kafkalite's error tree does not name (yet).
 UNKNOWN_TOPIC_ID = 100
-FETCH_SESSION_ID_NOT_FOUND = 70
 
 METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 3, 0, 1, 2, 23
 INIT_PRODUCER_ID, DESCRIBE_CLUSTER = 22, 60
@@ -127,7 +126,7 @@ async def fetch(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     the answer never opens a session. A consumer's fetch only (a replica id is ignored)."""
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
-        return {"error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        return {"error_code": FetchSessionIdNotFoundError.errno, "session_id": 0, "responses": []}
     services = context.services
     by_id: dict[str, str] = {}
     if context.api_version >= 13:

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator, ZNodeStat
@@ -91,6 +91,10 @@ class PartitionInfo:
     def isr(self) -> list[int]:
         return list(self.state.isr) if self.state else []
 
+    #: States adopted by any PartitionInfo of this process: part of every cache's generation,
+    #: since a state may be adopted outside the cache (after a controller's or leader's write).
+    adopted: ClassVar[int] = 0
+
     def adopt_state(self, state: znodes.PartitionState, version: int) -> bool:
         """Take ``state`` at znode ``version`` unless a newer version is held already; whether it
         was taken. The znode's watch and the answer to a read or write of it reach the loop from
@@ -99,6 +103,7 @@ class PartitionInfo:
             return False
         self.state = state
         self.state_version = version
+        PartitionInfo.adopted += 1
         return True
 
 
@@ -144,6 +149,8 @@ class MetadataCache:
         self._last_config_change = -1
         self.broker_configs: dict[str, str] = {}
         self.started = False
+        self._changes = 0
+        self._all_topics: tuple[tuple[int, int], ClusterMetadata] | None = None
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
@@ -197,7 +204,18 @@ class MetadataCache:
             if changed is not None:
                 changed.cancel()
 
+    @property
+    def generation(self) -> tuple[int, int]:
+        """Changes with every change of what :meth:`cluster_metadata` answers (brokers, the
+        controller, topics and their partitions, leaders, ISRs): equal generations, equal
+        answers, so an answer built from the cache may be kept and served again."""
+        return self._changes, PartitionInfo.adopted
+
+    def _changed_now(self) -> None:
+        self._changes += 1
+
     def _signal(self) -> None:
+        self._changes += 1
         self._changed.set()
 
     def _notify(self, method: str, *arguments: Any) -> None:
@@ -220,6 +238,7 @@ class MetadataCache:
         for broker_id in list(self.brokers):
             if broker_id not in present:
                 del self.brokers[broker_id]
+                self._changed_now()
                 watch = self._broker_watches.pop(broker_id, None)
                 if watch:
                     watch.cancel()
@@ -246,6 +265,7 @@ class MetadataCache:
                 return
             previous = self.brokers.get(broker_id)
             self.brokers[broker_id] = LiveBroker(broker_id, registration, stat.czxid)
+            self._changed_now()
             if previous is None or previous.epoch != stat.czxid or previous.registration != registration:
                 self._notify("on_brokers_changed", dict(self.brokers))
         return on_data
@@ -255,6 +275,7 @@ class MetadataCache:
             data, stat = await self.zookeeper.get(znodes.broker_path(broker_id))
         except ZNodeMissingError:
             self.brokers.pop(broker_id, None)
+            self._changed_now()
             return
         try:
             registration = znodes.BrokerRegistration.from_bytes(data, znodes.broker_path(broker_id))
@@ -262,6 +283,7 @@ class MetadataCache:
             log.warning("ignoring broker %d: %s", broker_id, exc)
             return
         self.brokers[broker_id] = LiveBroker(broker_id, registration, stat.czxid)
+        self._changed_now()
 
     async def refresh_brokers(self) -> dict[int, LiveBroker]:
         """Re-read the live brokers from ZooKeeper now (children of ``/brokers/ids`` and each
@@ -299,12 +321,14 @@ class MetadataCache:
 
     async def _add_topic(self, topic: str) -> None:
         self.topics[topic] = TopicInfo(topic, "")
+        self._changed_now()
         await self._refresh_topic_configs(topic)
         watch = await self.zookeeper.watch_data(znodes.topic_path(topic), self._topic_data_callback(topic))
         self._topic_watches.setdefault(topic, []).append(watch)
 
     def _remove_topic(self, topic: str) -> None:
         info = self.topics.pop(topic, None)
+        self._changed_now()
         for watch in self._topic_watches.pop(topic, []):
             watch.cancel()
         self.topics_being_deleted.discard(topic)
@@ -327,6 +351,7 @@ class MetadataCache:
                 info.partitions.clear()
             info.topic_id = assignment.topic_id
             info.version = stat.version
+            self._changed_now()
             # Every partition of the assignment is entered before the first await below, so that
             # no reader sees part of a topic (the offsets topic's partition count places groups).
             added: list[PartitionInfo] = []
@@ -366,6 +391,7 @@ class MetadataCache:
                 if entry.state is not None:
                     entry.state = None
                     entry.state_version = -1
+                    self._changed_now()
                     self._notify("on_partition_changed", entry)
                 return
             try:
@@ -478,8 +504,16 @@ class MetadataCache:
         return TopicMetadata(topic, partitions, 0, topic in INTERNAL_TOPICS, info.topic_id)
 
     def cluster_metadata(self, topics: list[str] | None) -> ClusterMetadata:
+        """The cluster and ``topics`` (every topic not being deleted when None; that answer is
+        kept until the :attr:`generation` changes)."""
+        generation = self.generation
+        if topics is None and self._all_topics is not None and self._all_topics[0] == generation:
+            return self._all_topics[1]
         names = sorted(name for name in self.topics if name not in self.topics_being_deleted) \
             if topics is None else topics
-        return ClusterMetadata(self.cluster_id, self.controller_id,
-                               [broker.endpoint for _, broker in sorted(self.brokers.items())],
-                               [self.topic_metadata(name) for name in names])
+        answer = ClusterMetadata(self.cluster_id, self.controller_id,
+                                 [broker.endpoint for _, broker in sorted(self.brokers.items())],
+                                 [self.topic_metadata(name) for name in names])
+        if topics is None:
+            self._all_topics = (generation, answer)
+        return answer

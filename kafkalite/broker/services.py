@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -280,6 +280,9 @@ class MetadataService:
         self.admin = admin
         self.controller = controller
         self.log_manager = log_manager
+        #: Answers a front end built from the cache and serves again while the cache's
+        #: generation is the one they were built at: key → (generation, encoded answer).
+        self.kept_answers: dict[Hashable, tuple[tuple[int, int], bytes]] = {}
 
     def health(self) -> BrokerHealth:
         return BrokerHealth(self.config.broker_id, self.cache.controller_id, self.controller.active,

@@ -161,6 +161,21 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     return buffer.getvalue()
 
 
+def encode_response_body(api_key: int, api_version: int, answer: Mapping[str, Any]) -> bytes:
+    """The body of a response (no size, no header) for a handler's answer."""
+    response: Any = build_response(api_key, api_version, answer)
+    buffer = io.BytesIO()
+    entity_writer(type(response))(buffer, response)
+    return buffer.getvalue()
+
+
+def frame_response_body(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
+    """The whole response frame around a body of :func:`encode_response_body`."""
+    flexible = response_class(api_key, api_version).__flexible__ and api_key != API_VERSIONS_KEY
+    header = _INT32.pack(correlation_id) + (b"\0" if flexible else b"")
+    return _INT32.pack(len(header) + len(body)) + header + body
+
+
 def frame_response(correlation_id: int, body: bytes) -> bytes:
     """A response frame with header v0 around an already encoded body."""
     return _INT32.pack(len(body) + 4) + _INT32.pack(correlation_id) + body

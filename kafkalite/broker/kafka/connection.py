@@ -42,7 +42,13 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from kafkalite.broker.kafka import access, codec
-from kafkalite.broker.kafka.context import NO_RESPONSE, KafkaAnswer, KafkaRequestContext, ServingOrder
+from kafkalite.broker.kafka.context import (
+    NO_RESPONSE,
+    EncodedAnswer,
+    KafkaAnswer,
+    KafkaRequestContext,
+    ServingOrder,
+)
 from kafkalite.broker.kafka.registry import ApiRegistry
 from kafkalite.broker.kafka.sasl_session import PRE_AUTHENTICATION_APIS, SaslSession
 from kafkalite.broker.quotas import LoopTimer
@@ -356,5 +362,7 @@ class KafkaConnection(asyncio.Protocol):
 
     @staticmethod
     def _encode(api_key: int, api_version: int, correlation_id: int, answer: KafkaAnswer) -> bytes:
+        if isinstance(answer, EncodedAnswer):
+            return codec.frame_response_body(api_key, api_version, correlation_id, answer.body)
         response: Any = codec.build_response(api_key, api_version, answer)
         return codec.encode_response(api_key, api_version, correlation_id, response)

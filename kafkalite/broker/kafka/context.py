@@ -24,7 +24,7 @@ still written in arrival order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,26 @@ KafkaAnswer = Mapping[str, Any]
 
 NO_RESPONSE: KafkaAnswer = MappingProxyType({})
 """Returned (this very object) by a handler whose request gets no response (Produce with acks=0)."""
+
+
+class EncodedAnswer(Mapping[str, Any]):
+    """An answer already encoded (the response body, without its header): a handler that keeps
+    an answer it serves unchanged to many requests returns it this way. As a mapping it is
+    empty (no throttle time)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 class ServingOrder:

@@ -20,7 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 from kafkalite import protocol
-from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, KafkaAnswer, KafkaRequestContext
+from kafkalite.broker.kafka import codec
+from kafkalite.broker.kafka.context import NO_RESPONSE, ApiHandler, EncodedAnswer, KafkaAnswer, KafkaRequestContext
 from kafkalite.broker.services import EpochQuery, OffsetQuery
 from kafkalite.errors import FetchSessionIdNotFoundError, InvalidRequestError, UnsupportedVersionError
 
@@ -75,6 +76,15 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
                     continue
             if name is not None:
                 names.append(name)
+    # The answer for every topic is kept, encoded, per version and listener until the cache
+    # changes; it is the same for every caller unless ACLs filter it or quotas throttle it.
+    kept_key: tuple[str, int, str] | None = None
+    generation = services.metadata.cache.generation
+    if names is None and services.authorizer is None and not services.quotas.enabled:
+        kept_key = ("kafka-metadata", context.api_version, context.listener_name)
+        kept = services.metadata.kept_answers.get(kept_key)
+        if kept is not None and kept[0] == generation:
+            return EncodedAnswer(kept[1])
     allow = getattr(request, "allow_auto_topic_creation", True)
     result = await services.metadata.cluster_metadata(names, allow) if names is None or names else \
         services.metadata.describe_cluster()
@@ -88,9 +98,14 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     } for topic in result.topics]
     topics += [{"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
                for topic_id in unknown_ids]
-    return {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
-            "controller_id": result.controller_id, "topics": topics,
-            "cluster_authorized_operations": -2147483648}
+    answer = {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
+              "controller_id": result.controller_id, "topics": topics,
+              "cluster_authorized_operations": -2147483648}
+    if kept_key is None or services.metadata.cache.generation != generation:
+        return answer
+    body = codec.encode_response_body(METADATA, context.api_version, answer)
+    services.metadata.kept_answers[kept_key] = (generation, body)
+    return EncodedAnswer(body)
 
 
 # -- Produce --------------------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""The Kafka front end's Metadata answer for every topic is encoded once and served again until the
+metadata cache changes (broker/metadata.py's generation, broker/kafka/data.py), on the twin:
+brokers joining and leaving, topics created, leaders moved, and a state adopted outside the
+cache each make the next answer a new one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
+
+from kafkalite.broker.kafka import codec, data
+from kafkalite.broker.kafka.context import EncodedAnswer, KafkaRequestContext
+from kafkalite.broker.metadata import MetadataCache
+from kafkalite.broker.services import MetadataService
+from kafkalite.config import BrokerConfig
+from kafkalite.coord import znodes
+from tests.support import kafka_wire as wire
+from tests.unit.broker.harness import BrokerCluster
+
+Run = Callable[[Callable[[BrokerCluster], Awaitable[None]]], object]
+
+
+async def create_topic(cluster: BrokerCluster, topic: str, partitions: dict[int, list[int]]) -> None:
+    """As the admin service writes it (the twin harness's ids are not UUIDs, Kafka's answer needs one)."""
+    assignment = znodes.TopicAssignment(partitions=partitions, topic_id=uuid.uuid4().hex)
+    await cluster.admin.create(znodes.topic_path(topic), assignment.to_bytes())
+
+
+def context_over(cache: MetadataCache, *, authorizer: Any = None, version: int = 12) -> KafkaRequestContext:
+    service = MetadataService(BrokerConfig(), cache, None, None, None)  # type: ignore[arg-type]
+    services: Any = SimpleNamespace(metadata=service, authorizer=authorizer, quotas=SimpleNamespace(enabled=False))
+    return KafkaRequestContext(services, 3, version, 7, "client", "127.0.0.1")
+
+
+async def ask(context: KafkaRequestContext, topics: list[str] | None = None) -> tuple[Any, Any]:
+    """(the handler's answer, the response a client decodes from it)."""
+    answer = await data.metadata(context, wire.metadata_request(context.api_version, topics))
+    if isinstance(answer, EncodedAnswer):
+        frame = codec.frame_response_body(3, context.api_version, 7, answer.body)
+    else:
+        frame = codec.encode_response(3, context.api_version, 7, codec.build_response(3, context.api_version, answer))
+    correlation_id, response = wire.read_response(frame, 3, context.api_version)
+    assert correlation_id == 7
+    return answer, response
+
+
+def seen(response: Any) -> tuple[list[int], dict[str, list[tuple[int, int, int]]]]:
+    """Broker ids, and per topic (partition, leader, leader epoch)."""
+    return (sorted(broker.node_id for broker in response.brokers),
+            {topic.name: sorted((partition.partition_index, partition.leader_id, getattr(partition, "leader_epoch", 0))
+                                for partition in topic.partitions) for topic in response.topics})
+
+
+def test_the_answer_is_kept_until_brokers_topics_or_leaders_change(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await create_topic(cluster, "clicks", {0: [1]})
+        await cluster.wait_until(lambda: (node.metadata.partition("clicks", 0) or SimpleNamespace(leader=-1)).leader
+                                 == 1, "clicks-0 is led")
+        context = context_over(node.metadata)
+        first, response = await ask(context)
+        assert isinstance(first, EncodedAnswer)
+        assert seen(response) == ([1], {"clicks": [(0, 1, 0)]})
+        again, _ = await ask(context)
+        assert again.body is first.body  # served as kept
+
+        await cluster.add_broker(2, candidate=False)  # a broker joins: the broker list changes
+        _, response = await ask(context)
+        assert seen(response)[0] == [1, 2]
+
+        await create_topic(cluster, "views", {0: [2]})
+        await cluster.wait_until(lambda: (node.metadata.partition("views", 0) or SimpleNamespace(leader=-1)).leader
+                                 == 2, "views-0 is led")
+        _, response = await ask(context)
+        assert seen(response)[1] == {"clicks": [(0, 1, 0)], "views": [(0, 2, 0)]}
+
+        cluster.expire(2)  # a broker leaves: out of the broker list, its partition without a leader
+        await cluster.wait_until(lambda: 2 not in node.metadata.brokers, "broker 2 is gone")
+        _, response = await ask(context)
+        assert seen(response)[0] == [1]
+        assert [partition.leader_id for partition in
+                next(topic for topic in response.topics if topic.name == "views").partitions] == [-1]
+
+    run(scenario)
+
+
+def test_a_state_adopted_outside_the_cache_makes_a_new_answer(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await create_topic(cluster, "clicks", {0: [1]})
+        await cluster.wait_until(lambda: (node.metadata.partition("clicks", 0) or SimpleNamespace(leader=-1)).leader
+                                 == 1, "clicks-0 is led")
+        context = context_over(node.metadata)
+        first, _ = await ask(context)
+        info = node.metadata.partition("clicks", 0)
+        assert info is not None and info.state is not None
+        # As a controller or leader does after its own write, before the watch delivers it.
+        moved = znodes.PartitionState(1, info.state.leader_epoch + 1, [1], controller_epoch=1)
+        assert info.adopt_state(moved, info.state_version + 1)
+        second, response = await ask(context)
+        assert second.body != first.body
+        assert seen(response)[1] == {"clicks": [(0, 1, 1)]}
+
+    run(scenario)
+
+
+def test_answers_are_kept_per_version_and_not_with_an_authorizer_or_for_named_topics(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await create_topic(cluster, "clicks", {0: [1]})
+        await cluster.wait_until(lambda: (node.metadata.partition("clicks", 0) or SimpleNamespace(leader=-1)).leader
+                                 == 1, "clicks-0 is led")
+        old, old_response = await ask(context_over(node.metadata, version=1))
+        new, new_response = await ask(context_over(node.metadata))
+        assert isinstance(old, EncodedAnswer) and isinstance(new, EncodedAnswer) and old.body != new.body
+        assert seen(old_response) == seen(new_response)
+        authorized, _ = await ask(context_over(node.metadata, authorizer=object()))
+        assert not isinstance(authorized, EncodedAnswer)  # filtered per principal by the access layer
+        named, response = await ask(context_over(node.metadata), ["clicks"])
+        assert not isinstance(named, EncodedAnswer)
+        assert seen(response)[1] == {"clicks": [(0, 1, 0)]}
+
+    run(scenario)

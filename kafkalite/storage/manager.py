@@ -71,6 +71,8 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         # What the last checkpoint write of each directory wrote (its four files' offsets).
         self._written_checkpoints: dict[Path, tuple[dict[TopicPartitionKey, int], ...]] = {}
+        # How many logs each directory holds (new logs go to the directory with fewest).
+        self._logs_per_dir: dict[Path, int] = {}
         # The logs with a flush.ms: the flush job looks at these only.
         self._timed_flush: set[PartitionLog] = set()
 
@@ -105,6 +107,7 @@ class LogManager:
                 )
                 partition_log.on_dir_failure = self.fail_dir
                 self.logs[parsed] = partition_log
+                self._logs_per_dir[directory] = self._logs_per_dir.get(directory, 0) + 1
                 self._track_flush_ms(partition_log)
             marker.unlink(missing_ok=True)
             files.fsync_directory(directory)
@@ -176,7 +179,8 @@ class LogManager:
             problem = topic_name_problem(topic)
             if problem:
                 raise StorageError(problem)
-            directory = self._least_loaded_dir() / files.partition_dir_name(topic, partition)
+            log_dir = self._least_loaded_dir()
+            directory = log_dir / files.partition_dir_name(topic, partition)
             try:
                 partition_log = PartitionLog(directory, topic, partition, config or self.config_for(topic),
                                              self.clock, clean_shutdown=True)
@@ -185,6 +189,7 @@ class LogManager:
                                         f"{exc.strerror or exc}") from exc
             partition_log.on_dir_failure = self.fail_dir
             self.logs[key] = partition_log
+            self._logs_per_dir[log_dir] = self._logs_per_dir.get(log_dir, 0) + 1
             self._track_flush_ms(partition_log)
             return partition_log
 
@@ -192,12 +197,7 @@ class LogManager:
         online = [directory for directory in self.log_dirs if directory not in self.offline_dirs]
         if not online:
             raise LogDirOfflineError(f"every log directory is offline: {', '.join(map(str, self.log_dirs))}")
-        counts = dict.fromkeys(online, 0)
-        for partition_log in self.logs.values():
-            parent = partition_log.directory.parent
-            if parent in counts:
-                counts[parent] += 1
-        return min(online, key=lambda directory: counts[directory])
+        return min(online, key=lambda directory: self._logs_per_dir.get(directory, 0))
 
     def update_config(self, topic: str) -> None:
         """Re-read a topic's overrides and apply them to its open logs."""
@@ -216,6 +216,8 @@ class LogManager:
             self._cleaner_checkpoints.pop(key, None)
             if partition_log is not None:
                 self._timed_flush.discard(partition_log)
+                parent = partition_log.directory.parent
+                self._logs_per_dir[parent] = self._logs_per_dir.get(parent, 1) - 1
         if partition_log is None:
             return False
         with partition_log.lock:

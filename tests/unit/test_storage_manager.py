@@ -181,6 +181,25 @@ def test_the_flush_job_looks_only_at_logs_with_a_flush_ms(tmp_path: Path) -> Non
     manager.shutdown()
 
 
+def test_new_logs_go_to_the_directory_holding_fewest(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    manager = LogManager([first, second], LogConfig())
+    manager.start()
+    logs = [manager.get_or_create("orders", number) for number in range(4)]
+    assert sorted(partition_log.directory.parent.name for partition_log in logs) == ["a", "a", "b", "b"]
+    gone = next(partition_log for partition_log in logs if partition_log.directory.parent == second)
+    manager.delete(gone.topic, gone.partition)
+    assert manager.get_or_create("orders", 9).directory.parent == second
+    manager.shutdown()
+    reopened = LogManager([first, second], LogConfig())
+    reopened.start()  # the counts are read back from what is on disk: two logs in each
+    reopened.delete("orders", 0)  # in a
+    assert reopened.get_or_create("orders", 10).directory.parent == first
+    assert reopened.get_or_create("orders", 11).directory.parent == first  # tie: the first directory
+    assert reopened.get_or_create("orders", 12).directory.parent == second
+    reopened.shutdown()
+
+
 def test_config_parsing_of_broker_properties() -> None:
     from kafkalite.config import parse_properties
     from kafkalite.errors import ConfigError

@@ -9,7 +9,9 @@ only source of truth.
 bytes: a timestamp (int64) and a relative offset (int32); an entry is added only when the
 timestamp is larger than the last entry's, so both columns increase.
 
-The entries are kept in memory (arrays) and appended to the file. An offset lookup is two binary
+The entries are kept in memory (arrays) and each new one is written to the file at once, through
+a descriptor opened for that write only: an index holds no open file, so a broker with thousands
+of partitions needs one descriptor per segment (its log), not three. An offset lookup is two binary
 searches: one in a summary list holding every 32nd entry's offset (a few KiB even for a full
 1 GiB segment, searched at C speed), then one among the 32 entries that summary entry
 starts — the same work, and nearly the same memory touched, for a small index and a large one.
@@ -42,7 +44,7 @@ class OffsetIndex:
         self.relative_offsets: array[int] = array("q")
         self.positions: array[int] = array("q")
         self._summary: list[int] = []  # relative_offsets[::_STRIDE]
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _create(path)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -53,7 +55,7 @@ class OffsetIndex:
 
     def load(self, log_size: int) -> bool:
         """Read the file; returns False (and empties the index) when its content is not sane."""
-        data = _read_all(self._fd)
+        data = _read_all(self.path)
         if len(data) % self.entry_size:
             self.reset()
             return False
@@ -78,7 +80,7 @@ class OffsetIndex:
         if self.positions and (relative <= self.relative_offsets[-1] or position <= self.positions[-1]):
             return
         count = len(self.positions)
-        os.pwrite(self._fd, _OFFSET_ENTRY.pack(relative, position), count * self.entry_size)
+        _write_at(self.path, _OFFSET_ENTRY.pack(relative, position), count * self.entry_size)
         self.relative_offsets.append(relative)
         self.positions.append(position)
         if count % _STRIDE == 0:
@@ -110,13 +112,13 @@ class OffsetIndex:
             del self.relative_offsets[keep:]
             del self.positions[keep:]
             del self._summary[(keep + _STRIDE - 1) // _STRIDE:]
-            os.ftruncate(self._fd, keep * self.entry_size)
+            os.truncate(self.path, keep * self.entry_size)
 
     def reset(self) -> None:
         self.relative_offsets = array("q")
         self.positions = array("q")
         self._summary = []
-        os.ftruncate(self._fd, 0)
+        os.truncate(self.path, 0)
 
     def restore_length(self, entries: int) -> None:
         """Keep the first ``entries`` entries and cut the file to exactly them (undoes a failed
@@ -125,15 +127,13 @@ class OffsetIndex:
             del self.relative_offsets[entries:]
             del self.positions[entries:]
             del self._summary[(entries + _STRIDE - 1) // _STRIDE:]
-        os.ftruncate(self._fd, entries * self.entry_size)
+        os.truncate(self.path, entries * self.entry_size)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        _fsync(self.path)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Nothing to release: the index holds no open file."""
 
 
 class TimeIndex:
@@ -147,7 +147,7 @@ class TimeIndex:
         self.max_entries = max(1, max_entries)
         self.timestamps: array[int] = array("q")
         self.relative_offsets: array[int] = array("q")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _create(path)
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -161,7 +161,7 @@ class TimeIndex:
         return self.timestamps[-1] if self.timestamps else -1
 
     def load(self, max_relative_offset: int) -> bool:
-        data = _read_all(self._fd)
+        data = _read_all(self.path)
         if len(data) % self.entry_size:
             self.reset()
             return False
@@ -184,7 +184,7 @@ class TimeIndex:
         relative = offset - self.base_offset
         if self.relative_offsets and relative < self.relative_offsets[-1]:
             return
-        os.pwrite(self._fd, _TIME_ENTRY.pack(timestamp, relative), len(self.timestamps) * self.entry_size)
+        _write_at(self.path, _TIME_ENTRY.pack(timestamp, relative), len(self.timestamps) * self.entry_size)
         self.timestamps.append(timestamp)
         self.relative_offsets.append(relative)
 
@@ -204,37 +204,59 @@ class TimeIndex:
         if keep < len(self.timestamps):
             del self.timestamps[keep:]
             del self.relative_offsets[keep:]
-            os.ftruncate(self._fd, keep * self.entry_size)
+            os.truncate(self.path, keep * self.entry_size)
 
     def reset(self) -> None:
         self.timestamps = array("q")
         self.relative_offsets = array("q")
-        os.ftruncate(self._fd, 0)
+        os.truncate(self.path, 0)
 
     def restore_length(self, entries: int) -> None:
         """Keep the first ``entries`` entries and cut the file to exactly them."""
         if entries < len(self.timestamps):
             del self.timestamps[entries:]
             del self.relative_offsets[entries:]
-        os.ftruncate(self._fd, entries * self.entry_size)
+        os.truncate(self.path, entries * self.entry_size)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        _fsync(self.path)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Nothing to release: the index holds no open file."""
 
 
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks = []
-    position = 0
-    while position < size:
-        chunk = os.pread(fd, size - position, position)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        position += len(chunk)
-    return b"".join(chunks)
+def _create(path: Path) -> None:
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+
+
+def _write_at(path: Path, data: bytes, position: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, position)
+    finally:
+        os.close(fd)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_all(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        position = 0
+        while position < size:
+            chunk = os.pread(fd, size - position, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -346,3 +346,42 @@ def test_a_roll_at_the_open_files_limit_is_undone_and_the_log_stays_online(
     assert len(partition_log.segments) == segments + 1
     assert read_all(partition_log) == list(range(end + 10))
     partition_log.close()
+
+
+def test_an_index_write_at_the_open_files_limit_is_undone_and_the_log_stays_online(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    partition_log = open_log(tmp_path / "topic-0", index_interval_bytes=100)
+    for start in range(0, 30, 10):
+        partition_log.append_as_leader(values_batch(start, 10), leader_epoch=0)
+    segment = partition_log.active_segment
+    entries = len(segment.index)
+    assert entries > 0 and _file_size(segment.index.path) == entries * 8
+    real_open = os.open
+
+    def open_at_the_limit(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith(files.INDEX_SUFFIX):  # the index entry's write: no descriptor left
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_at_the_limit)
+    with pytest.raises(KafkaStorageError, match=os.strerror(errno.EMFILE)) as raised:
+        partition_log.append_as_leader(values_batch(30, 10), leader_epoch=0)
+    assert not isinstance(raised.value, LogDirOfflineError)
+    assert partition_log.offline_reason is None and partition_log.log_end_offset == 30
+    assert len(segment.index) == entries and _file_size(segment.index.path) == entries * 8
+    monkeypatch.setattr(os, "open", real_open)
+    partition_log.append_as_leader(values_batch(30, 10), leader_epoch=0)
+    assert read_all(partition_log) == list(range(40))
+    partition_log.close()
+
+
+def test_indexes_hold_no_open_descriptor(tmp_path: Path) -> None:
+    partition_log = open_log(tmp_path / "topic-0", index_interval_bytes=100)
+    for start in range(0, 100, 10):
+        partition_log.append_as_leader(values_batch(start, 10), leader_epoch=0)
+    held = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+    segment = partition_log.active_segment
+    assert str(segment.log_path) in held
+    assert str(segment.index.path) not in held and str(segment.time_index.path) not in held
+    partition_log.close()

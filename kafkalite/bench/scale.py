@@ -12,10 +12,10 @@ the cluster holds that many partitions, and prints one line per step::
 
 *created and in sync*: from the CreateTopics request to every partition of the step led with a
 full ISR (as Metadata answers); *idle CPU*: each broker's user and system CPU over
-``--idle-seconds`` with no client connected, as a share of one core; *RSS* and *open files* from
-``/proc``; *Metadata*: a confluent-kafka ``list_topics()`` of every topic, 30 times (median, and
-the first after the step); */metrics*: one scrape of broker 1. Everything it started is stopped at
-the end.
+``--idle-seconds`` with no client connected, as a share of one core, from the moment the step is
+in sync; *RSS* and *open files* from ``/proc``; *Metadata*: a confluent-kafka ``list_topics()`` of
+every topic, 30 times after the idle window (median), and once right after the step (first);
+*/metrics*: one scrape of broker 1. Everything it started is stopped at the end.
 
 Exit status 0; 1 when a step did not get in sync within ``--sync-timeout``; 143 after SIGTERM, once
 the cluster it started is stopped.
@@ -124,14 +124,14 @@ def main(argv: list[str] | None = None) -> int:
                 began = time.perf_counter()
                 first = admin.list_topics(timeout=30)
                 first_ms = (time.perf_counter() - began) * 1000
+                before = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
+                time.sleep(options.idle_seconds)  # the idle window is the measurement itself
+                after = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
                 times = []
                 for _ in range(METADATA_ROUNDS):
                     began = time.perf_counter()
                     admin.list_topics(timeout=30)
                     times.append((time.perf_counter() - began) * 1000)
-                before = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
-                time.sleep(options.idle_seconds)  # the idle window is the measurement itself
-                after = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
                 began = time.perf_counter()
                 with urllib.request.urlopen(f"http://{cluster.brokers[1].address}/metrics", timeout=60) as answer:
                     scraped = answer.read()

@@ -514,6 +514,8 @@ class Controller:
             if election.leader == assignment.NO_LEADER and state.leader in bounced and state.leader in live:
                 election = assignment.elect_offline_partition(info.replicas, state.isr, usable, unclean)
             if election.leader == assignment.NO_LEADER:
+                if state.leader in live and state.leader not in bounced:
+                    return  # only shutting down, and no replica could take over: it leads until it stops
                 if state.leader != assignment.NO_LEADER or state.isr != election.isr:
                     await self._write_state(info, assignment.NO_LEADER, state.leader_epoch + 1, election.isr)
                 return
@@ -686,6 +688,10 @@ class Controller:
         self._shutting_down.add(broker_id)
         live = set(self.metadata.brokers)
         remaining: list[tuple[str, int]] = []
+        # (partition, leader, leader epoch, ISR) to write: leadership moves first, then the ISRs
+        # the broker leaves; each group's writes up to RECONCILE_BATCH at a time, pipelined.
+        moves: list[tuple[PartitionInfo, int, int, list[int]]] = []
+        shrinks: list[tuple[PartitionInfo, int, int, list[int]]] = []
         for topic_info in list(self.metadata.topics.values()):
             for info in list(topic_info.partitions.values()):
                 state = info.state
@@ -700,11 +706,24 @@ class Controller:
                         if any(replica != broker_id and replica in live and replica not in self._shutting_down
                                for replica in info.replicas):
                             remaining.append((info.topic, info.partition))
-                    elif not await self._write_state(info, election.leader, state.leader_epoch + 1, election.isr):
-                        remaining.append((info.topic, info.partition))
                     else:
-                        self.events.leader_elections += 1
+                        moves.append((info, election.leader, state.leader_epoch + 1, election.isr))
                 elif broker_id in state.isr:
-                    isr = [replica for replica in state.isr if replica != broker_id]
-                    await self._write_state(info, state.leader, state.leader_epoch + 1, isr)
+                    shrinks.append((info, state.leader, state.leader_epoch + 1,
+                                    [replica for replica in state.isr if replica != broker_id]))
+        moved = 0
+        for start in range(0, len(moves), RECONCILE_BATCH):
+            batch = moves[start:start + RECONCILE_BATCH]
+            written = await asyncio.gather(*(self._write_state(*move) for move in batch))
+            for (info, _, _, _), done in zip(batch, written):
+                if done:
+                    self.events.leader_elections += 1
+                    moved += 1
+                else:
+                    remaining.append((info.topic, info.partition))
+        for start in range(0, len(shrinks), RECONCILE_BATCH):
+            await asyncio.gather(*(self._write_state(*shrink) for shrink in shrinks[start:start + RECONCILE_BATCH]))
+        if moves or shrinks:
+            log.info("controller: controlled shutdown of broker %d moved %d leaders and left %d ISRs; %d remain",
+                     broker_id, moved, len(shrinks), len(remaining))
         return remaining

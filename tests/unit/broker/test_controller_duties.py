@@ -122,6 +122,24 @@ def test_controlled_shutdown_moves_leadership_off_the_broker_and_removes_it_from
     run(scenario)
 
 
+def test_controlled_shutdown_moves_hundreds_of_leaders_in_one_call_and_keeps_the_unmovable_led(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        replicas = [[2, 1, 3], [1, 2, 3], [3, 2, 1]]
+        partitions = {number: replicas[number % 3] for number in range(300)}
+        partitions[300] = [2]  # nowhere to go
+        await three_brokers_with(cluster, partitions)
+        controller = cluster.nodes[1].controller
+        remaining = await controller.controlled_shutdown(2, cluster.nodes[1].metadata.brokers[2].epoch)
+        assert remaining == []
+        states = {number: leader_isr_epoch(cluster, "events", number) for number in range(300)}
+        assert all(leader != 2 and 2 not in isr for leader, isr, _ in states.values())
+        assert sum(1 for number in range(0, 300, 3) if states[number][0] == 1) == 100  # the next in the ISR
+        await cluster.wait_for_passes(1)  # later passes leave the unmovable partition with its leader
+        assert leader_isr_epoch(cluster, "events", 300) == (2, [2], 0)
+
+    run(scenario)
+
+
 def test_controlled_shutdown_counts_only_partitions_another_live_replica_could_take(run: Run) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
         await three_brokers_with(cluster, {0: [2, 3], 1: [2, 1]})

@@ -17,6 +17,12 @@ in sync; *RSS* and *open files* from ``/proc``; *Metadata*: a confluent-kafka ``
 every topic, 30 times after the idle window (median), and once right after the step (first);
 */metrics*: one scrape of broker 1. Everything it started is stopped at the end.
 
+With ``--faults``, after the last step (one line): SIGTERM of a broker that is not the controller
+(its controlled shutdown; how long it took to exit, and the longest time any partition had no
+live leader, from a thread asking Metadata for every topic every 100 ms), its restart until it is
+back in every ISR, kill -9 of the controller until every partition is led again, its restart,
+and the time the whole cluster takes to stop.
+
 Exit status 0; 1 when a step did not get in sync within ``--sync-timeout``; 143 after SIGTERM, once
 the cluster it started is stopped.
 
@@ -32,15 +38,19 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kafkalite.bench.local_cluster import start_cluster
 
 METADATA_ROUNDS = 30
+#: How often the fault phase's sampler asks for every partition's leader.
+SAMPLE_SECONDS = 0.1
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -85,6 +95,125 @@ def create_step(admin_api: Any, admin: Any, names: list[str], partitions: int, f
     return None
 
 
+class LeaderSampler:
+    """Asks Metadata for every topic every :data:`SAMPLE_SECONDS` on a thread of its own and keeps,
+    per partition, how long it went without a live leader (no leader, or one of the brokers the
+    driver has marked down); :meth:`longest` is the longest such stretch seen so far."""
+
+    def __init__(self, admin: Any) -> None:
+        self.admin = admin
+        self.down: set[int] = set()
+        self.samples = 0
+        self._since: dict[tuple[str, int], float] = {}
+        self._longest = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leader-sampler", daemon=True)
+
+    def __enter__(self) -> LeaderSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def longest(self) -> float:
+        """Seconds: the longest stretch without a live leader, open stretches included."""
+        now = time.monotonic()
+        with self._lock:
+            return max([self._longest, *(now - since for since in self._since.values())])
+
+    def all_led(self) -> bool:
+        with self._lock:
+            return self.samples > 0 and not self._since
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                topics = self.admin.list_topics(timeout=5).topics
+            except Exception:  # a broker going away: the next sample asks another
+                self._stop.wait(SAMPLE_SECONDS)
+                continue
+            now = time.monotonic()
+            with self._lock:
+                for name, topic in topics.items():
+                    for number, item in topic.partitions.items():
+                        key = (name, number)
+                        if item.leader < 0 or item.leader in self.down:
+                            self._since.setdefault(key, now)
+                        elif key in self._since:
+                            self._longest = max(self._longest, now - self._since.pop(key))
+                self.samples += 1
+            self._stop.wait(max(0.0, SAMPLE_SECONDS - (time.monotonic() - began)))
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> float | None:
+    """Seconds until ``condition()`` holds (polled every 100 ms), None after ``timeout``."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        if condition():
+            return time.monotonic() - began
+        time.sleep(0.1)
+    return None
+
+
+def _leaders_of(admin: Any, broker_id: int) -> int:
+    return sum(1 for topic in admin.list_topics(timeout=30).topics.values()
+               for item in topic.partitions.values() if item.leader == broker_id)
+
+
+def _in_every_isr(admin: Any, broker_id: int) -> bool:
+    return all(broker_id in item.isrs for topic in admin.list_topics(timeout=30).topics.values()
+               for item in topic.partitions.values() if broker_id in item.replicas)
+
+
+def _seconds(value: float | None) -> str:
+    return "not within the limit" if value is None else f"{value:.1f} s"
+
+
+def fault_phase(admin: Any, cluster: Any, total: int, timeout: float) -> bool:
+    """SIGTERM of a broker that is not the controller (exit time, longest leaderless stretch),
+    its restart (back in every ISR), kill -9 of the controller (all led again), its restart; one
+    line; False when a wait ran out."""
+    controller = cluster.controller_id()
+    victim = next(broker_id for broker_id in sorted(cluster.brokers) if broker_id != controller)
+    with LeaderSampler(admin) as sampler:
+        led = _leaders_of(admin, victim)
+        began = time.monotonic()
+        cluster.brokers[victim].stop(timeout=timeout)
+        exited = time.monotonic() - began
+        sampler.down.add(victim)
+        settled = _wait(sampler.all_led, timeout)  # what stayed with it is led elsewhere again
+        leaderless = sampler.longest()
+        sampler.down.discard(victim)
+        cluster.brokers[victim].start()
+        began = time.monotonic()
+        back = _wait(lambda: _in_every_isr(admin, victim), timeout)
+        back = None if back is None else time.monotonic() - began
+        killed_leads = _leaders_of(admin, controller)
+        sampler.down.add(controller)
+        began = time.monotonic()
+        cluster.brokers[controller].kill()
+        failover = _wait(sampler.all_led, timeout)
+        failover = None if failover is None else time.monotonic() - began
+        sampler.down.discard(controller)
+        cluster.brokers[controller].start()
+        rejoined = _wait(lambda: _in_every_isr(admin, controller), timeout)
+        samples = sampler.samples
+    began = time.monotonic()
+    cluster.stop()
+    stopped = time.monotonic() - began
+    print(f"scale faults at {total} partitions: SIGTERM of broker {victim} leading {led}: exited in {exited:.1f} s, "
+          f"longest time a partition had no live leader {leaderless * 1000:.0f} ms ({samples} Metadata samples, every "
+          f"{SAMPLE_SECONDS * 1000:.0f} ms); restarted, back in every ISR in {_seconds(back)}; kill -9 of the "
+          f"controller (broker {controller}, leading {killed_leads}): every partition led again in "
+          f"{_seconds(failover)} (zookeeper.session.timeout.ms {cluster.session_timeout_ms}); restarted, back in every "
+          f"ISR in {_seconds(rejoined)}; cluster stopped in {stopped:.1f} s", flush=True)
+    return None not in (settled, back, failover, rejoined)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafkalite.bench.scale", description=__doc__.split("\n")[0])
     parser.add_argument("--steps", default="1000,3000", help="partition counts to reach, comma-separated")
@@ -92,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic-partitions", type=int, default=100, help="partitions of each topic (default 100)")
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU sampling time (default 20)")
     parser.add_argument("--sync-timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
+    parser.add_argument("--faults", action="store_true",
+                        help="after the last step: SIGTERM and restart of a broker, kill -9 and restart of the "
+                             "controller, then the cluster's stop, timed")
     options = parser.parse_args(argv)
     try:
         steps = [int(item) for item in options.steps.split(",") if item]
@@ -145,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"RSS MB {rss}, ZooKeeper {zookeeper_rss:.0f}; open files {files}; Metadata all topics "
                       f"median {statistics.median(times):.1f} ms (first {first_ms:.1f} ms); /metrics "
                       f"{scrape_ms:.0f} ms, {len(scraped) / 1000:.0f} kB", flush=True)
+            if options.faults and not failed:
+                failed = not fault_phase(admin, cluster, total, options.sync_timeout)
         finally:
             try:
                 cluster.stop()

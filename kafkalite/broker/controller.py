@@ -49,7 +49,7 @@ from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.stats import BrokerEvents
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.coordinator import Coordinator, CoordinatorTransaction, ZNodeStat
+from kafkalite.coord.coordinator import Coordinator, CoordinatorTransaction, TransactionResult, ZNodeStat
 from kafkalite.coord.watch import Watch
 from kafkalite.errors import (
     KafkaliteError,
@@ -100,6 +100,9 @@ class Controller:
         self._brokers_confirmed = False  # /brokers/ids read from ZooKeeper since the election
         self._shutting_down: set[int] = set()
         self._isr_notifications_deleting: set[str] = set()  # ISR change notifications being deleted
+        # Topics whose ``.../partitions`` znode this controller created or found: a new partition's
+        # znode and state are then written in one request.
+        self._topics_with_partitions_path: set[str] = set()
         self._deletions: list[str] = []
         self._preferred_requests: list[tuple[str, int]] = []
         self._reassignments: dict[tuple[str, int], list[int]] = {}
@@ -267,8 +270,21 @@ class Controller:
         path = znodes.partition_state_path(info.topic, info.partition)
         transaction = self._fenced()
         if info.state is None:
+            if info.topic in self._topics_with_partitions_path:
+                # The common case, a new partition: its znode and its state in one request.
+                first = self._fenced()
+                first.create(znodes.partition_path(info.topic, info.partition), b"")
+                first.create(path, state.to_bytes())
+                try:
+                    results = await first.commit()
+                except (ZNodeExistsError, ZNodeMissingError, ZNodeVersionConflictError):
+                    pass  # a partition znode left by an earlier attempt, no parent, or no longer controller:
+                    # the steps one by one below say which
+                else:
+                    return self._adopt_written(info, state, results)
             if not await self._create_partition_parents(info.topic, info.partition):
                 return False
+            self._topics_with_partitions_path.add(info.topic)
             transaction.create(path, state.to_bytes())
         else:
             transaction.set_data(path, state.to_bytes(), info.state_version)
@@ -281,6 +297,10 @@ class Controller:
                 await self.metadata.reload_partition_state(info.topic, info.partition)
                 self._retry_soon()
             return False
+        return self._adopt_written(info, state, results)
+
+    @staticmethod
+    def _adopt_written(info: PartitionInfo, state: znodes.PartitionState, results: list[TransactionResult]) -> bool:
         written = results[-1]
         new_version = written.version if isinstance(written, ZNodeStat) else 0
         info.adopt_state(state, new_version)  # the watch may have delivered a later version already

@@ -220,3 +220,17 @@ def test_a_preferred_election_reads_the_state_again_when_the_cached_isr_lacks_th
         assert leader_isr_epoch(cluster, "events", 0) == (2, [3, 1, 2], 2)
 
     run(scenario)
+
+
+def test_a_new_partition_whose_znode_exists_already_is_still_elected(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        await three_brokers_with(cluster, {0: [1, 2, 3], 1: [2, 3, 1]})
+        # As after an earlier attempt that created partition 2's znode and then failed.
+        await cluster.admin.create(znodes.partition_path("events", 2), b"")
+        current = cluster.assignment("events")
+        grown = znodes.TopicAssignment(partitions={**current.partitions, 2: [3, 1, 2]}, topic_id=current.topic_id)
+        await cluster.admin.set(znodes.topic_path("events"), grown.to_bytes())
+        await cluster.wait_until(lambda: cluster.state("events", 2) is not None, "partition 2 is elected")
+        assert leader_isr_epoch(cluster, "events", 2) == (3, [3, 1, 2], 0)
+
+    run(scenario)

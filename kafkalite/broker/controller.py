@@ -68,6 +68,12 @@ COALESCE_DELAY = 0.01
 RETRY_DELAY = 0.05
 #: Partition elections of one reconciliation pass in flight at once (their ZooKeeper writes pipelined).
 RECONCILE_BATCH = 64
+#: Partition states written by one ZooKeeper multi-op when many change at once (controlled
+#: shutdown, new topics), and how many such requests are in flight at once.
+STATES_PER_REQUEST = 100
+REQUESTS_IN_FLIGHT = 4
+#: One state write: the partition, its new leader, leader epoch and ISR.
+StateWrite = tuple[PartitionInfo, int, int, list[int]]
 
 
 class Controller:
@@ -306,6 +312,47 @@ class Controller:
         info.adopt_state(state, new_version)  # the watch may have delivered a later version already
         return True
 
+    async def _write_states(self, writes: list[StateWrite]) -> list[bool]:
+        """Write many partitions' states (``(partition, leader, leader epoch, ISR)``), each
+        conditional as in :meth:`_write_state`: up to :data:`STATES_PER_REQUEST` in one fenced
+        ZooKeeper multi-op, :data:`REQUESTS_IN_FLIGHT` of those at once. A multi-op that fails
+        as a whole (a lost race on one of its partitions) is done again one partition at a time.
+        Returns whether each was written."""
+        chunks = [writes[start:start + STATES_PER_REQUEST] for start in range(0, len(writes), STATES_PER_REQUEST)]
+        written: list[bool] = []
+        for start in range(0, len(chunks), REQUESTS_IN_FLIGHT):
+            for outcome in await asyncio.gather(*(self._write_chunk(chunk)
+                                                  for chunk in chunks[start:start + REQUESTS_IN_FLIGHT])):
+                written.extend(outcome)
+        return written
+
+    async def _write_chunk(self, chunk: list[StateWrite]) -> list[bool]:
+        if len(chunk) == 1 or any(info.state is None and info.topic not in self._topics_with_partitions_path
+                                  for info, _, _, _ in chunk):
+            return list(await asyncio.gather(*(self._write_state(*write) for write in chunk)))
+        transaction = self._fenced()
+        steps: list[tuple[PartitionInfo, znodes.PartitionState, int]] = []  # (partition, state, results taken)
+        for info, leader, leader_epoch, isr in chunk:
+            state = znodes.PartitionState(leader=leader, leader_epoch=leader_epoch, isr=isr,
+                                          controller_epoch=self.epoch)
+            path = znodes.partition_state_path(info.topic, info.partition)
+            if info.state is None:
+                transaction.create(znodes.partition_path(info.topic, info.partition), b"")
+                transaction.create(path, state.to_bytes())
+                steps.append((info, state, 2))
+            else:
+                transaction.set_data(path, state.to_bytes(), info.state_version)
+                steps.append((info, state, 1))
+        try:
+            results = await transaction.commit()
+        except (ZNodeVersionConflictError, ZNodeExistsError, ZNodeMissingError):
+            return list(await asyncio.gather(*(self._write_state(*write) for write in chunk)))
+        position = 1  # after the epoch check
+        for info, state, taken in steps:
+            position += taken
+            self._adopt_written(info, state, results[:position])
+        return [True] * len(chunk)
+
     def _retry_soon(self) -> None:
         """Wake the reconciliation loop after RETRY_DELAY (one pending retry at a time)."""
         if self._retry_task is None or self._retry_task.done():
@@ -351,8 +398,12 @@ class Controller:
             unclean = self._unclean_allowed(topic)
             due.extend((info, unclean) for info in topic_info.partitions.values()
                        if self._may_need_election(info, live, bounced))
-        # The partitions' state writes are independent: up to RECONCILE_BATCH of them in flight
-        # at once, pipelined on the ZooKeeper session, rather than one round trip after another.
+        # New partitions (a CreateTopics, CreatePartitions) are elected together, many states per
+        # ZooKeeper request.
+        await self._elect_new_partitions([info for info, _ in due if info.state is None], live)
+        due = [(info, unclean) for info, unclean in due if info.state is not None]
+        # The other partitions' state writes are independent: up to RECONCILE_BATCH of them in
+        # flight at once, pipelined on the ZooKeeper session, rather than one after another.
         for start in range(0, len(due), RECONCILE_BATCH):
             await asyncio.gather(*(self._reconcile_partition(info, live, bounced, unclean)
                                    for info, unclean in due[start:start + RECONCILE_BATCH]))
@@ -516,6 +567,24 @@ class Controller:
         if state.leader not in live or state.leader in bounced or state.leader in self._shutting_down:
             return True
         return any(replica != state.leader and (replica not in live or replica in bounced) for replica in state.isr)
+
+    async def _elect_new_partitions(self, infos: list[PartitionInfo], live: set[int]) -> None:
+        """Write the first state of new partitions: the first live replica leads, every live
+        replica is in the ISR (a partition with no live replica waits)."""
+        writes: list[StateWrite] = []
+        for info in infos:
+            election = assignment.elect_new_partition(info.replicas, live)
+            if election.leader != assignment.NO_LEADER:
+                writes.append((info, election.leader, 0, election.isr))
+        for topic in sorted({info.topic for info, _, _, _ in writes} - self._topics_with_partitions_path):
+            try:
+                await self.zookeeper.create(znodes.topic_partitions_path(topic), b"")
+            except ZNodeExistsError:
+                pass
+            except ZNodeMissingError:
+                continue  # deleted meanwhile: each of its partitions finds out on its own below
+            self._topics_with_partitions_path.add(topic)
+        await self._write_states(writes)
 
     async def _reconcile_partition(self, info: PartitionInfo, live: set[int], bounced: set[int],
                                    unclean: bool) -> None:
@@ -708,10 +777,9 @@ class Controller:
         self._shutting_down.add(broker_id)
         live = set(self.metadata.brokers)
         remaining: list[tuple[str, int]] = []
-        # (partition, leader, leader epoch, ISR) to write: leadership moves first, then the ISRs
-        # the broker leaves; each group's writes up to RECONCILE_BATCH at a time, pipelined.
-        moves: list[tuple[PartitionInfo, int, int, list[int]]] = []
-        shrinks: list[tuple[PartitionInfo, int, int, list[int]]] = []
+        # Leadership moves first, then the ISRs the broker leaves, many states per request.
+        moves: list[StateWrite] = []
+        shrinks: list[StateWrite] = []
         for topic_info in list(self.metadata.topics.values()):
             for info in list(topic_info.partitions.values()):
                 state = info.state
@@ -732,17 +800,13 @@ class Controller:
                     shrinks.append((info, state.leader, state.leader_epoch + 1,
                                     [replica for replica in state.isr if replica != broker_id]))
         moved = 0
-        for start in range(0, len(moves), RECONCILE_BATCH):
-            batch = moves[start:start + RECONCILE_BATCH]
-            written = await asyncio.gather(*(self._write_state(*move) for move in batch))
-            for (info, _, _, _), done in zip(batch, written):
-                if done:
-                    self.events.leader_elections += 1
-                    moved += 1
-                else:
-                    remaining.append((info.topic, info.partition))
-        for start in range(0, len(shrinks), RECONCILE_BATCH):
-            await asyncio.gather(*(self._write_state(*shrink) for shrink in shrinks[start:start + RECONCILE_BATCH]))
+        for (info, _, _, _), done in zip(moves, await self._write_states(moves)):
+            if done:
+                self.events.leader_elections += 1
+                moved += 1
+            else:
+                remaining.append((info.topic, info.partition))
+        await self._write_states(shrinks)
         if moves or shrinks:
             log.info("controller: controlled shutdown of broker %d moved %d leaders and left %d ISRs; %d remain",
                      broker_id, moved, len(shrinks), len(remaining))

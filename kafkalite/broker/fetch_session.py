@@ -201,6 +201,13 @@ class FetchSessions:
             return found, list(found.partitions)
         return found, keys
 
+    def fetching(self, replica_id: int, within_ms: int) -> bool:
+        """Whether ``replica_id`` has a session with a fetch parked here now or answered within
+        ``within_ms``: a follower that is fetching, not one that stopped."""
+        session_id = self._by_replica.get(replica_id)
+        session = self.sessions.get(session_id) if session_id is not None else None
+        return session is not None and (session.in_request or self.clock() - session.last_request_ms <= within_ms)
+
     def _close_of_replica(self, replica_id: int) -> None:
         old = self._by_replica.pop(replica_id, None)
         if old is not None:

@@ -247,6 +247,7 @@ class FetcherManager:
     def __init__(self, replica_manager: FollowerHost) -> None:
         self.replica_manager = replica_manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.stopped = False
         # This broker's epoch (the czxid of its registration), sent with every fetch: leaders
         # refuse follower fetches without the current one. Set by the broker on registration.
         self.broker_epoch = protocol.NO_BROKER_EPOCH
@@ -255,6 +256,8 @@ class FetcherManager:
                                         ssl_context=inter_broker_context(replica_manager.config))
 
     def add_partition(self, partition: Partition) -> None:
+        if self.stopped:
+            return  # the broker is shutting down: it follows nothing any more
         self.remove_partition(partition)
         fetcher = self.fetchers.get(partition.leader_id)
         if fetcher is None:
@@ -269,8 +272,14 @@ class FetcherManager:
         for fetcher in self.fetchers.values():
             fetcher._wake.set()
 
-    async def stop(self) -> None:
+    async def stop_following(self) -> None:
+        """Stop every fetcher and start none again (a controlled shutdown begins: as Kafka's
+        StopReplica, the broker stops following so that no leader takes it back into an ISR)."""
+        self.stopped = True
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
+
+    async def stop(self) -> None:
+        await self.stop_following()
         await self.transport.close()

@@ -726,8 +726,11 @@ class ReplicaManager:
         return partition.log.epoch_cache.end_offset_for(epoch, partition.log_end_offset)
 
     # -- ISR upkeep ---------------------------------------------------------------------------
-    def _maybe_expand_isr(self, partition: Partition) -> None:
+    def _maybe_expand_isr(self, partition: Partition, still_fetching: bool = False) -> None:
         candidates = partition.isr_expansion_candidates()
+        if still_fetching:
+            within = 2 * self.config.replica_fetch_wait_max_ms + 1000
+            candidates = [replica for replica in candidates if self.fetch_sessions.fetching(replica, within)]
         if candidates and partition.pending_isr is None:
             new_isr = sorted(set(partition.isr) | set(candidates),
                              key=lambda replica: partition.replicas.index(replica)
@@ -749,9 +752,9 @@ class ReplicaManager:
             if not partition.is_leader or partition.pending_isr is not None:
                 continue
             if len(partition.isr) < len(partition.replicas):
-                # A follower that caught up while its fetch session had nothing new to say
-                # joins here (a fetch that moves its position joins it at once).
-                self._maybe_expand_isr(partition)
+                # A follower that caught up while its fetch session had nothing new to say joins
+                # here, if it is still fetching (a fetch that moves its position joins it at once).
+                self._maybe_expand_isr(partition, still_fetching=True)
                 if partition.pending_isr is not None:
                     continue
             laggards = partition.isr_shrink_candidates(self.config.replica_lag_time_max_ms)

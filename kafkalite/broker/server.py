@@ -404,6 +404,7 @@ class Broker:
     # -- controlled shutdown ------------------------------------------------------------------
     async def _controlled_shutdown(self) -> None:
         config = self.config
+        await self.replica_manager.fetchers.stop_following()
         for attempt in range(config.controlled_shutdown_max_retries + 1):
             controller_id = self.metadata.controller_id
             try:
@@ -415,7 +416,8 @@ class Broker:
                         raise NotControllerError("no controller is known")
                     answer = await self.transport.request_json(
                         endpoint.address, "POST", protocol.CONTROLLED_SHUTDOWN,
-                        {"broker_id": config.broker_id, "broker_epoch": self.broker_epoch}, timeout_ms=10_000)
+                        {"broker_id": config.broker_id, "broker_epoch": self.broker_epoch},
+                        timeout_ms=config.request_timeout_ms)
                     remaining = [(item["topic"], item["partition"]) for item in answer.get("remaining_partitions", [])]
             except KafkaliteError as exc:
                 log.info("controlled shutdown attempt %d failed: %s", attempt + 1, exc)

@@ -227,3 +227,23 @@ def test_a_session_fetch_frame_round_trips_and_bad_ones_are_refused() -> None:
         9, 0, [FetchResult(TOPIC, 1, 0, 5, 5, 0, b"")]))
     session_id, error, results = decode_session_fetch_response(answer)
     assert (session_id, error, [(result.partition, result.high_watermark) for result in results]) == (9, 0, [(1, 5)])
+
+
+def test_a_follower_counts_as_fetching_while_its_fetch_is_parked_or_was_just_answered(
+        run: Run, clock: FakeClock) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        manager = await leader_of_all(cluster)
+        sessions = manager.fetch_sessions
+        assert not sessions.fetching(2, 1_000)  # no session
+        session_id = await open_session(manager, 2)
+        assert sessions.fetching(2, 1_000)
+        clock.advance(5_000)
+        assert not sessions.fetching(2, 1_000)  # it stopped fetching
+        parked = asyncio.create_task(manager.fetch_in_session(
+            fetch_request(2, {}, session_id, 1, max_wait_ms=60_000)))
+        await cluster.ensemble.settle()
+        assert sessions.fetching(2, 1_000)  # a fetch is parked here now
+        await produce(manager, 0, 1)
+        await asyncio.wait_for(parked, 5.0)
+
+    run(scenario)

@@ -12,9 +12,10 @@ the cluster holds that many partitions, and prints one line per step::
 
 *created and in sync*: from the CreateTopics request to every partition of the step led with a
 full ISR (as Metadata answers); *idle CPU*: each broker's user and system CPU over
-``--idle-seconds`` with no client connected, as a share of one core, from the moment the step is
-in sync; *RSS* and *open files* from ``/proc``; *Metadata*: a confluent-kafka ``list_topics()`` of
-every topic, 30 times after the idle window (median), and once right after the step (first);
+``--idle-seconds`` with no client connected, as a share of one core, ``--settle-seconds`` after the
+step got in sync (the brokers finish opening logs and setting watches); *RSS* and *open files*
+from ``/proc``; *Metadata*: a confluent-kafka ``list_topics()`` of every topic, 30 times after the
+idle window (median), and once right after the step (first);
 */metrics*: one scrape of broker 1. Everything it started is stopped at the end.
 
 With ``--faults``, after the last step (one line): SIGTERM of a broker that is not the controller
@@ -124,9 +125,11 @@ class LeaderSampler:
         with self._lock:
             return max([self._longest, *(now - since for since in self._since.values())])
 
-    def all_led(self) -> bool:
+    def all_led(self, after: int = 0) -> bool:
+        """Whether the latest sample, one taken after sample number ``after``, found every
+        partition led by a live broker."""
         with self._lock:
-            return self.samples > 0 and not self._since
+            return self.samples > after and not self._since
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -185,7 +188,8 @@ def fault_phase(admin: Any, cluster: Any, total: int, timeout: float) -> bool:
         cluster.brokers[victim].stop(timeout=timeout)
         exited = time.monotonic() - began
         sampler.down.add(victim)
-        settled = _wait(sampler.all_led, timeout)  # what stayed with it is led elsewhere again
+        stopped_at = sampler.samples + 1
+        settled = _wait(lambda: sampler.all_led(stopped_at), timeout)  # what stayed with it is led elsewhere
         leaderless = sampler.longest()
         sampler.down.discard(victim)
         cluster.brokers[victim].start()
@@ -193,14 +197,14 @@ def fault_phase(admin: Any, cluster: Any, total: int, timeout: float) -> bool:
         back = _wait(lambda: _in_every_isr(admin, victim), timeout)
         back = None if back is None else time.monotonic() - began
         killed_leads = _leaders_of(admin, controller)
-        sampler.down.add(controller)
         began = time.monotonic()
         cluster.brokers[controller].kill()
-        failover = _wait(sampler.all_led, timeout)
+        sampler.down.add(controller)
+        killed_at = sampler.samples + 1  # a sample started before the kill may not see it
+        failover = _wait(lambda: sampler.all_led(killed_at), timeout)
         failover = None if failover is None else time.monotonic() - began
         sampler.down.discard(controller)
         cluster.brokers[controller].start()
-        rejoined = _wait(lambda: _in_every_isr(admin, controller), timeout)
         samples = sampler.samples
     began = time.monotonic()
     cluster.stop()
@@ -209,9 +213,9 @@ def fault_phase(admin: Any, cluster: Any, total: int, timeout: float) -> bool:
           f"longest time a partition had no live leader {leaderless * 1000:.0f} ms ({samples} Metadata samples, every "
           f"{SAMPLE_SECONDS * 1000:.0f} ms); restarted, back in every ISR in {_seconds(back)}; kill -9 of the "
           f"controller (broker {controller}, leading {killed_leads}): every partition led again in "
-          f"{_seconds(failover)} (zookeeper.session.timeout.ms {cluster.session_timeout_ms}); restarted, back in every "
-          f"ISR in {_seconds(rejoined)}; cluster stopped in {stopped:.1f} s", flush=True)
-    return None not in (settled, back, failover, rejoined)
+          f"{_seconds(failover)} (zookeeper.session.timeout.ms {cluster.session_timeout_ms}), then restarted; "
+          f"cluster stopped in {stopped:.1f} s", flush=True)
+    return None not in (settled, back, failover)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--topic-partitions", type=int, default=100, help="partitions of each topic (default 100)")
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU sampling time (default 20)")
+    parser.add_argument("--settle-seconds", type=float, default=20.0,
+                        help="wait between a step's sync and the idle window (default 20)")
     parser.add_argument("--sync-timeout", type=float, default=600.0, help="seconds a step may take (default 600)")
     parser.add_argument("--faults", action="store_true",
                         help="after the last step: SIGTERM and restart of a broker, kill -9 and restart of the "
@@ -256,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 began = time.perf_counter()
                 first = admin.list_topics(timeout=30)
                 first_ms = (time.perf_counter() - began) * 1000
+                time.sleep(options.settle_seconds)  # the brokers finish what the step started
                 before = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
                 time.sleep(options.idle_seconds)  # the idle window is the measurement itself
                 after = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
@@ -273,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                 files = "/".join(str(_open_files(pid)) for pid in pids.values())
                 zookeeper_rss = _rss_mb(zookeeper.pid) if zookeeper.pid is not None else float("nan")
                 print(f"scale {total} partitions (RF={options.replication_factor}, 3 brokers, "
-                      f"{len(first.topics)} topics): created and in sync in {seconds:.1f} s; idle CPU % {cpu}; "
+                      f"{len(first.topics)} topics): created and in sync in {seconds:.1f} s; idle CPU % {cpu} "
+                      f"({options.settle_seconds:.0f} s after); "
                       f"RSS MB {rss}, ZooKeeper {zookeeper_rss:.0f}; open files {files}; Metadata all topics "
                       f"median {statistics.median(times):.1f} ms (first {first_ms:.1f} ms); /metrics "
                       f"{scrape_ms:.0f} ms, {len(scraped) / 1000:.0f} kB", flush=True)

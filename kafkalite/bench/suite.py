@@ -34,7 +34,8 @@
   600,000 records/s).
 * **P10** what partitions cost an idle cluster, with :mod:`kafkalite.bench.scale` on a cluster of its own
   (3 brokers, RF=3, topics of 100 partitions): 1,000 then 3,000 partitions (``--quick``: 1,000), each step
-  created in one CreateTopics request; creation until in sync, idle CPU, RSS and open files per broker,
+  created in one CreateTopics request; creation until in sync, idle CPU (20 s after the sync), RSS and
+  open files per broker,
   Metadata for every topic, one ``/metrics`` scrape (targets from 10,000 partitions: 1,000 created and in
   sync ≤ 5 s, idle CPU ≤ 2% of a core per broker, RSS ≤ 500 MB, Metadata median ≤ 50 ms, scrape ≤ 200 ms);
 * **P12** confluent-kafka acknowledgements at a paced rate, 3 brokers, RF=3, acks=all,

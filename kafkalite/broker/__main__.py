@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_buffers()
     before, after = raise_open_files_limit()
     logging.getLogger("kafkalite.broker").info(
-        "open files limit %d%s (about 3 per partition replica, plus connections)", after,
+        "open files limit %d%s (one per log segment, plus connections)", after,
         f", raised from {before}" if after != before else "")
     try:
         broker = Broker(config)  # builds the TLS contexts: ssl.* settings it cannot honour stop it here

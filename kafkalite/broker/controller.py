@@ -66,8 +66,6 @@ log = logging.getLogger(__name__)
 COALESCE_DELAY = 0.01
 #: Seconds before a pass is retried after it failed or a fenced write lost a race.
 RETRY_DELAY = 0.05
-#: Partition elections of one reconciliation pass in flight at once (their ZooKeeper writes pipelined).
-RECONCILE_BATCH = 64
 #: Partition states written by one ZooKeeper multi-op when many change at once (controlled
 #: shutdown, new topics), and how many such requests are in flight at once.
 STATES_PER_REQUEST = 100
@@ -402,11 +400,14 @@ class Controller:
         # ZooKeeper request.
         await self._elect_new_partitions([info for info, _ in due if info.state is None], live)
         due = [(info, unclean) for info, unclean in due if info.state is not None]
-        # The other partitions' state writes are independent: up to RECONCILE_BATCH of them in
-        # flight at once, pipelined on the ZooKeeper session, rather than one after another.
-        for start in range(0, len(due), RECONCILE_BATCH):
-            await asyncio.gather(*(self._reconcile_partition(info, live, bounced, unclean)
-                                   for info, unclean in due[start:start + RECONCILE_BATCH]))
+        # The others (leaders gone, followers dead) likewise: many states per request.
+        decided = [found for found in (self._decide(info, live, bounced, unclean) for info, unclean in due)
+                   if found is not None]
+        for (_, kind), written in zip(decided, await self._write_states([write for write, _ in decided])):
+            if written and kind != "state":
+                self.events.leader_elections += 1
+                if kind == "unclean":
+                    self.events.unclean_leader_elections += 1
         if self._preferred_requests:
             requests, self._preferred_requests = self._preferred_requests, []
             await self._run_preferred(requests, live)
@@ -559,7 +560,7 @@ class Controller:
         return value.strip().lower() == "true"
 
     def _may_need_election(self, info: PartitionInfo, live: set[int], bounced: set[int]) -> bool:
-        """Whether :meth:`_reconcile_partition` may write this partition's state: it has none yet,
+        """Whether a reconciliation pass may write this partition's state: it has none yet,
         its leader is gone (dead, bounced or shutting down), or a follower in its ISR is."""
         state = info.state
         if state is None:
@@ -586,15 +587,13 @@ class Controller:
             self._topics_with_partitions_path.add(topic)
         await self._write_states(writes)
 
-    async def _reconcile_partition(self, info: PartitionInfo, live: set[int], bounced: set[int],
-                                   unclean: bool) -> None:
+    def _decide(self, info: PartitionInfo, live: set[int], bounced: set[int],
+                unclean: bool) -> tuple[StateWrite, str] | None:
+        """The state write a partition with a state needs, if any, and what it is: "election" (a
+        new leader from the ISR), "unclean" (one from outside it) or "state" (no leader, or an
+        ISR without its dead followers)."""
         state = info.state
-        if state is None:
-            election = assignment.elect_new_partition(info.replicas, live)
-            if election.leader == assignment.NO_LEADER:
-                return
-            await self._write_state(info, election.leader, 0, election.isr)
-            return
+        assert state is not None
         usable = live - self._shutting_down
         leader_gone = state.leader not in live or state.leader in bounced or state.leader in self._shutting_down
         if leader_gone:
@@ -604,25 +603,24 @@ class Controller:
                 election = assignment.elect_offline_partition(info.replicas, state.isr, usable, unclean)
             if election.leader == assignment.NO_LEADER:
                 if state.leader in live and state.leader not in bounced:
-                    return  # only shutting down, and no replica could take over: it leads until it stops
+                    return None  # only shutting down, and no replica could take over: it leads until it stops
                 if state.leader != assignment.NO_LEADER or state.isr != election.isr:
-                    await self._write_state(info, assignment.NO_LEADER, state.leader_epoch + 1, election.isr)
-                return
+                    return (info, assignment.NO_LEADER, state.leader_epoch + 1, election.isr), "state"
+                return None
             if election.leader != state.leader or state.leader in bounced:
                 log.info("controller: %s-%d leader %d -> %d, isr %s", info.topic, info.partition, state.leader,
                          election.leader, election.isr)
-            await self._write_state(info, election.leader, state.leader_epoch + 1, election.isr)
-            self.events.leader_elections += 1
             if election.leader not in state.isr:
                 log.warning("controller: %s-%d unclean leader election: %d was not in the ISR %s", info.topic,
                             info.partition, election.leader, state.isr)
-                self.events.unclean_leader_elections += 1
-            return
+                return (info, election.leader, state.leader_epoch + 1, election.isr), "unclean"
+            return (info, election.leader, state.leader_epoch + 1, election.isr), "election"
         dead_followers = [replica for replica in state.isr
                           if replica != state.leader and (replica not in live or replica in bounced)]
         if dead_followers:
             isr = [replica for replica in state.isr if replica not in dead_followers]
-            await self._write_state(info, state.leader, state.leader_epoch + 1, isr)
+            return (info, state.leader, state.leader_epoch + 1, isr), "state"
+        return None
 
     # -- topic deletion -----------------------------------------------------------------------
     async def _on_deletions(self, children: list[str]) -> None:

@@ -89,6 +89,8 @@ TOPIC_ID_FILE = "partition.metadata"
 # Reads that may return more than this are done on a worker thread (a page-cache pread of this
 # size takes about as long as the hand-off to a thread).
 READ_INLINE_BYTES = 256 * 1024
+#: A produce for a partition this broker is becoming the leader of waits this long at most for it.
+OFFICE_WAIT_MS = 5_000
 #: Partitions named by one ISR change notification at most (a znode stays far below 1 MB).
 ISR_NOTIFICATION_MAX_PARTITIONS = 1000
 # Replicated chunks above this size are CRC-checked on a worker thread.
@@ -140,6 +142,8 @@ class ReplicaManager:
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_writes: set[tuple[str, int]] = set()
         self._isr_changes_to_notify: list[znodes.PartitionRef] = []
+        # Produce requests waiting for a partition to take up the leadership the metadata gives it.
+        self._office_waiters: list[asyncio.Future[None]] = []
         self._isr_notifying = False
         self.shutting_down = False
         # Set while this broker cannot be sure its view of leadership is current (its ZooKeeper
@@ -257,6 +261,13 @@ class ReplicaManager:
             log.warning("cannot apply new configs of %s: %s", topic, exc)
 
     async def _apply(self, info: PartitionInfo) -> None:
+        try:
+            await self._apply_state(info)
+        finally:
+            if self._office_waiters:
+                self._wake_office_waiters()
+
+    async def _apply_state(self, info: PartitionInfo) -> None:
         key = (info.topic, info.partition)
         if self.shutting_down:
             return
@@ -352,6 +363,37 @@ class ReplicaManager:
             await asyncio.to_thread(self.log_manager.delete, topic, number)
 
     # -- produce ------------------------------------------------------------------------------
+    def _taking_office(self, topic: str, number: int) -> bool:
+        """The metadata says this broker leads the partition at an epoch its hosted replica has
+        not taken up yet (the state change is still being applied)."""
+        info = self.metadata.partition(topic, number)
+        if info is None or info.state is None or info.leader != self.broker_id or self.fenced_reason is not None:
+            return False
+        partition = self.partitions.get((topic, number))
+        return partition is None or partition.role is not Role.LEADER or partition.leader_epoch < info.leader_epoch
+
+    async def _until_in_office(self, keys: list[tuple[str, int]], timeout: float) -> None:
+        """Wait up to ``timeout`` seconds until none of ``keys`` is still :meth:`_taking_office`:
+        a client that learned of a new leader from any broker's metadata finds it leading."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while any(self._taking_office(topic, number) for topic, number in keys):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._office_waiters.append(waiter)
+            timer = loop.call_later(remaining, _release, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+
+    def _wake_office_waiters(self) -> None:
+        waiters, self._office_waiters = self._office_waiters, []
+        for waiter in waiters:
+            _release(waiter)
+
     def _partition_for(self, topic: str, number: int) -> Partition:
         if self.fenced_reason is not None:
             raise NotLeaderForPartitionError(f"broker {self.broker_id} is not serving: {self.fenced_reason}")
@@ -376,6 +418,9 @@ class ReplicaManager:
         results: list[ProduceResult] = []
         waits: list[tuple[int, Partition, int]] = []
         flushes: list[tuple[int, Partition, AppendInfo]] = []
+        if any(self._taking_office(item.topic, item.partition) for item in request.partitions):
+            await self._until_in_office([(item.topic, item.partition) for item in request.partitions],
+                                        min(max(0, request.timeout_ms), OFFICE_WAIT_MS) / 1000)
         for item in request.partitions:
             try:
                 if item.topic in INTERNAL_TOPICS and not allow_internal:

@@ -274,18 +274,6 @@ class Controller:
         path = znodes.partition_state_path(info.topic, info.partition)
         transaction = self._fenced()
         if info.state is None:
-            if info.topic in self._topics_with_partitions_path:
-                # The common case, a new partition: its znode and its state in one request.
-                first = self._fenced()
-                first.create(znodes.partition_path(info.topic, info.partition), b"")
-                first.create(path, state.to_bytes())
-                try:
-                    results = await first.commit()
-                except (ZNodeExistsError, ZNodeMissingError, ZNodeVersionConflictError):
-                    pass  # a partition znode left by an earlier attempt, no parent, or no longer controller:
-                    # the steps one by one below say which
-                else:
-                    return self._adopt_written(info, state, results)
             if not await self._create_partition_parents(info.topic, info.partition):
                 return False
             self._topics_with_partitions_path.add(info.topic)
@@ -325,8 +313,8 @@ class Controller:
         return written
 
     async def _write_chunk(self, chunk: list[StateWrite]) -> list[bool]:
-        if len(chunk) == 1 or any(info.state is None and info.topic not in self._topics_with_partitions_path
-                                  for info, _, _, _ in chunk):
+        if any(info.state is None and info.topic not in self._topics_with_partitions_path
+               for info, _, _, _ in chunk):
             return list(await asyncio.gather(*(self._write_state(*write) for write in chunk)))
         transaction = self._fenced()
         steps: list[tuple[PartitionInfo, znodes.PartitionState, int]] = []  # (partition, state, results taken)

@@ -77,13 +77,18 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(partition_text)
 
 
-def fsync_directory(directory: Path) -> None:
-    """Make renames and creations inside ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """fsync a file or directory through a descriptor opened for it alone."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make renames and creations inside ``directory`` durable."""
+    fsync_path(directory)
 
 
 def is_transient_io_error(exc: OSError) -> bool:

@@ -27,6 +27,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from kafkalite.storage import files
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _STRIDE = 32  # one summary entry per this many index entries
 _TIME_ENTRY = struct.Struct(">qi")
@@ -55,7 +57,7 @@ class OffsetIndex:
 
     def load(self, log_size: int) -> bool:
         """Read the file; returns False (and empties the index) when its content is not sane."""
-        data = _read_all(self.path)
+        data = self.path.read_bytes()
         if len(data) % self.entry_size:
             self.reset()
             return False
@@ -130,7 +132,7 @@ class OffsetIndex:
         os.truncate(self.path, entries * self.entry_size)
 
     def flush(self) -> None:
-        _fsync(self.path)
+        files.fsync_path(self.path)
 
     def close(self) -> None:
         """Nothing to release: the index holds no open file."""
@@ -161,7 +163,7 @@ class TimeIndex:
         return self.timestamps[-1] if self.timestamps else -1
 
     def load(self, max_relative_offset: int) -> bool:
-        data = _read_all(self.path)
+        data = self.path.read_bytes()
         if len(data) % self.entry_size:
             self.reset()
             return False
@@ -219,7 +221,7 @@ class TimeIndex:
         os.truncate(self.path, entries * self.entry_size)
 
     def flush(self) -> None:
-        _fsync(self.path)
+        files.fsync_path(self.path)
 
     def close(self) -> None:
         """Nothing to release: the index holds no open file."""
@@ -233,30 +235,5 @@ def _write_at(path: Path, data: bytes, position: int) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
         os.pwrite(fd, data, position)
-    finally:
-        os.close(fd)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _read_all(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        chunks = []
-        position = 0
-        while position < size:
-            chunk = os.pread(fd, size - position, position)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-        return b"".join(chunks)
     finally:
         os.close(fd)

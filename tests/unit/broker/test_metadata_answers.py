@@ -29,6 +29,17 @@ async def create_topic(cluster: BrokerCluster, topic: str, partitions: dict[int,
     await cluster.admin.create(znodes.topic_path(topic), assignment.to_bytes())
 
 
+async def create_led_topic(cluster: BrokerCluster, cache: MetadataCache, topic: str, leader: int) -> None:
+    """One partition on ``leader``, waited for until ``cache`` sees it led."""
+    await create_topic(cluster, topic, {0: [leader]})
+
+    def led() -> bool:
+        info = cache.partition(topic, 0)
+        return info is not None and info.leader == leader
+
+    await cluster.wait_until(led, f"{topic}-0 is led")
+
+
 def context_over(cache: MetadataCache, *, authorizer: Any = None, version: int = 12) -> KafkaRequestContext:
     service = MetadataService(BrokerConfig(), cache, None, None, None)  # type: ignore[arg-type]
     services: Any = SimpleNamespace(metadata=service, authorizer=authorizer, quotas=SimpleNamespace(enabled=False))
@@ -57,9 +68,7 @@ def seen(response: Any) -> tuple[list[int], dict[str, list[tuple[int, int, int]]
 def test_the_answer_is_kept_until_brokers_topics_or_leaders_change(run: Run) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
         node = await cluster.add_broker(1)
-        await create_topic(cluster, "clicks", {0: [1]})
-        await cluster.wait_until(lambda: (node.metadata.partition("clicks", 0) or SimpleNamespace(leader=-1)).leader
-                                 == 1, "clicks-0 is led")
+        await create_led_topic(cluster, node.metadata, "clicks", 1)
         context = context_over(node.metadata)
         first, response = await ask(context)
         assert isinstance(first, EncodedAnswer)
@@ -71,9 +80,7 @@ def test_the_answer_is_kept_until_brokers_topics_or_leaders_change(run: Run) -> 
         _, response = await ask(context)
         assert seen(response)[0] == [1, 2]
 
-        await create_topic(cluster, "views", {0: [2]})
-        await cluster.wait_until(lambda: (node.metadata.partition("views", 0) or SimpleNamespace(leader=-1)).leader
-                                 == 2, "views-0 is led")
+        await create_led_topic(cluster, node.metadata, "views", 2)
         _, response = await ask(context)
         assert seen(response)[1] == {"clicks": [(0, 1, 0)], "views": [(0, 2, 0)]}
 
@@ -90,9 +97,7 @@ def test_the_answer_is_kept_until_brokers_topics_or_leaders_change(run: Run) -> 
 def test_a_state_adopted_outside_the_cache_makes_a_new_answer(run: Run) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
         node = await cluster.add_broker(1)
-        await create_topic(cluster, "clicks", {0: [1]})
-        await cluster.wait_until(lambda: (node.metadata.partition("clicks", 0) or SimpleNamespace(leader=-1)).leader
-                                 == 1, "clicks-0 is led")
+        await create_led_topic(cluster, node.metadata, "clicks", 1)
         context = context_over(node.metadata)
         first, _ = await ask(context)
         info = node.metadata.partition("clicks", 0)
@@ -110,9 +115,7 @@ def test_a_state_adopted_outside_the_cache_makes_a_new_answer(run: Run) -> None:
 def test_answers_are_kept_per_version_and_not_with_an_authorizer_or_for_named_topics(run: Run) -> None:
     async def scenario(cluster: BrokerCluster) -> None:
         node = await cluster.add_broker(1)
-        await create_topic(cluster, "clicks", {0: [1]})
-        await cluster.wait_until(lambda: (node.metadata.partition("clicks", 0) or SimpleNamespace(leader=-1)).leader
-                                 == 1, "clicks-0 is led")
+        await create_led_topic(cluster, node.metadata, "clicks", 1)
         old, old_response = await ask(context_over(node.metadata, version=1))
         new, new_response = await ask(context_over(node.metadata))
         assert isinstance(old, EncodedAnswer) and isinstance(new, EncodedAnswer) and old.body != new.body

@@ -157,21 +157,32 @@ def read_values(cluster: BrokerCluster, topic: str, isolation: str, expected: in
         consumer.close()
 
 
+# The leader named in ZooKeeper takes office when its LeaderAndIsr arrives; until then it answers
+# NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE, which a client retries.
+RETRIABLE_LEADERSHIP_ERRORS = (5, 6)
+
+
 def latest_offset(cluster: BrokerCluster, topic: str, isolation: int) -> int:
-    leader = leader_of(cluster, topic)
-    answer = cluster.call("POST", "/v1/list_offsets", {"isolation_level": isolation, "partitions": [
-        {"topic": topic, "partition": 0, "timestamp": -1}]}, broker_id=leader)
-    [item] = answer["partitions"]
+    def answer() -> dict[str, Any] | None:
+        leader = leader_of(cluster, topic)
+        reply = cluster.call("POST", "/v1/list_offsets", {"isolation_level": isolation, "partitions": [
+            {"topic": topic, "partition": 0, "timestamp": -1}]}, broker_id=leader)
+        [item] = reply["partitions"]
+        return None if item["error_code"] in RETRIABLE_LEADERSHIP_ERRORS else dict(item)
+    item = cluster.wait_for(answer, 15, f"{topic}'s leader answering ListOffsets")
     assert item["error_code"] == 0, item
     return int(item["offset"])
 
 
 def kafka_latest_offset(cluster: BrokerCluster, topic: str, isolation: int) -> int:
-    leader = cluster.brokers[leader_of(cluster, topic)]
-    response = kafka_call(leader.address, LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": isolation,
-                                                            "topics": [{"name": topic, "partitions": [
-                                                                {"partition_index": 0, "timestamp": -1}]}]})
-    [partition] = response.topics[0].partitions
+    def answer() -> Any:
+        leader = cluster.brokers[leader_of(cluster, topic)]
+        response = kafka_call(leader.address, LIST_OFFSETS, 5, {
+            "replica_id": -1, "isolation_level": isolation,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        [partition] = response.topics[0].partitions
+        return None if partition.error_code in RETRIABLE_LEADERSHIP_ERRORS else partition
+    partition = cluster.wait_for(answer, 15, f"{topic}'s leader answering ListOffsets")
     assert partition.error_code == 0
     return int(partition.offset)
 

@@ -33,6 +33,7 @@ Concurrency: single-threaded driver; the brokers and ZooKeeper are processes of 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -230,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", action="store_true",
                         help="after the last step: SIGTERM and restart of a broker, kill -9 and restart of the "
                              "controller, then the cluster's stop, timed")
+    parser.add_argument("--directory", type=Path, default=None,
+                        help="keep the cluster's data and logs in this new directory (default: a temporary one, "
+                             "deleted at the end)")
     options = parser.parse_args(argv)
     try:
         steps = [int(item) for item in options.steps.split(",") if item]
@@ -241,8 +245,15 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (a runner's time limit) ends the run through the cleanup below: the cluster stops.
     signal.signal(signal.SIGTERM, lambda _number, _frame: sys.exit(143))
     failed = False
-    with tempfile.TemporaryDirectory(prefix="kafkalite-scale-") as directory:
-        zookeeper, cluster = start_cluster(Path(directory), 3)
+    if options.directory is not None:
+        try:
+            options.directory.mkdir(parents=True)
+        except OSError as exc:
+            parser.error(f"--directory {options.directory}: {exc.strerror or exc}")
+    with contextlib.ExitStack() as stack:
+        directory = options.directory if options.directory is not None else \
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kafkalite-scale-")))
+        zookeeper, cluster = start_cluster(directory, 3)
         try:
             bootstrap = cluster.bootstrap
             admin = admin_api.AdminClient({"bootstrap.servers": bootstrap})

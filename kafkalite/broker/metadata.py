@@ -78,6 +78,8 @@ class PartitionInfo:
     state_version: int = -1
     adding: list[int] = field(default_factory=list)
     removing: list[int] = field(default_factory=list)
+    #: The topic this partition belongs to, whose :attr:`TopicInfo.changes` an adopted state counts in.
+    owner: TopicInfo | None = field(default=None, repr=False, compare=False)
 
     @property
     def leader(self) -> int:
@@ -104,6 +106,8 @@ class PartitionInfo:
         self.state = state
         self.state_version = version
         PartitionInfo.adopted += 1
+        if self.owner is not None:
+            self.owner.changes += 1
         return True
 
 
@@ -114,6 +118,9 @@ class TopicInfo:
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
     version: int = -1
+    #: Counts every change of what the topic's metadata answers (its partitions, replicas,
+    #: leaders, ISRs): an answer built at the same count, for the same live brokers, is equal.
+    changes: int = 0
 
 
 class MetadataListener(Protocol):
@@ -151,6 +158,8 @@ class MetadataCache:
         self.started = False
         self._changes = 0
         self._all_topics: tuple[tuple[int, int], ClusterMetadata] | None = None
+        #: topic → (its TopicInfo, its change count, the live brokers, the answer built then)
+        self._topic_answers: dict[str, tuple[TopicInfo, int, frozenset[int], TopicMetadata]] = {}
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
@@ -328,6 +337,7 @@ class MetadataCache:
 
     def _remove_topic(self, topic: str) -> None:
         info = self.topics.pop(topic, None)
+        self._topic_answers.pop(topic, None)
         self._changed_now()
         for watch in self._topic_watches.pop(topic, []):
             watch.cancel()
@@ -351,6 +361,7 @@ class MetadataCache:
                 info.partitions.clear()
             info.topic_id = assignment.topic_id
             info.version = stat.version
+            info.changes += 1
             self._changed_now()
             # Every partition of the assignment is entered before the first await below, so that
             # no reader sees part of a topic (the offsets topic's partition count places groups).
@@ -361,7 +372,8 @@ class MetadataCache:
                 removing = list(assignment.removing_replicas.get(partition, []))
                 if existing is None:
                     entry = info.partitions[partition] = PartitionInfo(topic, partition, list(replicas),
-                                                                       adding=adding, removing=removing)
+                                                                       adding=adding, removing=removing,
+                                                                       owner=info)
                     added.append(entry)
                 elif existing.replicas != list(replicas) or existing.adding != adding or existing.removing != removing:
                     existing.replicas = list(replicas)
@@ -391,6 +403,7 @@ class MetadataCache:
                 if entry.state is not None:
                     entry.state = None
                     entry.state_version = -1
+                    info.changes += 1
                     self._changed_now()
                     self._notify("on_partition_changed", entry)
                 return
@@ -489,11 +502,19 @@ class MetadataCache:
         broker = self.brokers.get(broker_id)
         return broker.endpoint if broker else None
 
-    def topic_metadata(self, topic: str) -> TopicMetadata:
+    def topic_metadata(self, topic: str, live: frozenset[int] | None = None) -> TopicMetadata:
+        """One topic's metadata (leaders not among ``live``, default the live brokers, answer
+        -1). Kept per topic and answered again, the same object, until the topic changes or the
+        live brokers do: an unchanged topic costs nothing to answer, and a front end may keep
+        its encoding beside it."""
         info = self.topics.get(topic)
         if info is None or topic in self.topics_being_deleted:
             return TopicMetadata(topic, [], UnknownTopicOrPartitionError.errno, topic in INTERNAL_TOPICS)
-        live = self.live_broker_ids()
+        if live is None:
+            live = frozenset(self.brokers)
+        kept = self._topic_answers.get(topic)
+        if kept is not None and kept[0] is info and kept[1] == info.changes and kept[2] == live:
+            return kept[3]
         partitions = []
         for number, entry in sorted(info.partitions.items()):
             leader = entry.leader if entry.leader in live else -1
@@ -501,7 +522,9 @@ class MetadataCache:
                 number, leader, entry.leader_epoch, list(entry.replicas), entry.isr,
                 [replica for replica in entry.replicas if replica not in live],
                 0 if leader >= 0 else LeaderNotAvailableError.errno))
-        return TopicMetadata(topic, partitions, 0, topic in INTERNAL_TOPICS, info.topic_id)
+        answer = TopicMetadata(topic, partitions, 0, topic in INTERNAL_TOPICS, info.topic_id)
+        self._topic_answers[topic] = (info, info.changes, live, answer)
+        return answer
 
     def cluster_metadata(self, topics: list[str] | None) -> ClusterMetadata:
         """The cluster and ``topics`` (every topic not being deleted when None; that answer is
@@ -511,9 +534,10 @@ class MetadataCache:
             return self._all_topics[1]
         names = sorted(name for name in self.topics if name not in self.topics_being_deleted) \
             if topics is None else topics
+        live = frozenset(self.brokers)
         answer = ClusterMetadata(self.cluster_id, self.controller_id,
                                  [broker.endpoint for _, broker in sorted(self.brokers.items())],
-                                 [self.topic_metadata(name) for name in names])
+                                 [self.topic_metadata(name, live) for name in names])
         if topics is None:
             self._all_topics = (generation, answer)
         return answer

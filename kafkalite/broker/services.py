@@ -283,6 +283,9 @@ class MetadataService:
         #: Answers a front end built from the cache and serves again while the cache's
         #: generation is the one they were built at: key → (generation, encoded answer).
         self.kept_answers: dict[Hashable, tuple[tuple[int, int], bytes]] = {}
+        #: Per Metadata version, each topic's encoding beside the cache's TopicMetadata it was
+        #: built from: topic name → (TopicMetadata, encoded topic).
+        self.kept_topics: dict[int, dict[str, tuple[protocol.TopicMetadata, bytes]]] = {}
 
     def health(self) -> BrokerHealth:
         return BrokerHealth(self.config.broker_id, self.cache.controller_id, self.controller.active,

@@ -169,6 +169,36 @@ def encode_response_body(api_key: int, api_version: int, answer: Mapping[str, An
     return buffer.getvalue()
 
 
+def item_class(api_key: int, api_version: int, field_name: str) -> type[Any]:
+    """The kio class of the items of the response's top-level array ``field_name``."""
+    for spec in _fields(response_class(api_key, api_version)):
+        if spec.name == field_name and spec.kind == _ENTITIES and spec.nested is not None:
+            return spec.nested
+    raise KeyError(f"{field_name} is not an array of entities in response {api_key} v{api_version}")
+
+
+def encode_item(cls: type[Any], item: Mapping[str, Any]) -> bytes:
+    """One array item (a kio entity of ``cls``, built from ``item``) encoded as it appears
+    inside its response; items joined after :func:`encode_array_length` make the array."""
+    buffer = io.BytesIO()
+    entity_writer(cls)(buffer, build_entity(cls, item))
+    return buffer.getvalue()
+
+
+def encode_array_length(count: int, flexible: bool) -> bytes:
+    """The length prefix of a non-null array: a compact (unsigned varint of count + 1) one in
+    flexible versions, an int32 otherwise."""
+    if not flexible:
+        return _INT32.pack(count)
+    value = count + 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def frame_response_body(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
     """The whole response frame around a body of :func:`encode_response_body`."""
     flexible = response_class(api_key, api_version).__flexible__ and api_key != API_VERSIONS_KEY

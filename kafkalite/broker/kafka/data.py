@@ -88,24 +88,59 @@ async def metadata(context: KafkaRequestContext, request: Any) -> KafkaAnswer:
     allow = getattr(request, "allow_auto_topic_creation", True)
     result = await services.metadata.cluster_metadata(names, allow) if names is None or names else \
         services.metadata.describe_cluster()
-    topics = [{
+    answer = {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
+              "controller_id": result.controller_id, "topics": [],
+              "cluster_authorized_operations": -2147483648}
+    if kept_key is None:
+        topics = [_metadata_topic(topic) for topic in result.topics]
+        topics += [{"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
+                   for topic_id in unknown_ids]
+        answer["topics"] = topics
+        return answer
+    body = _encode_all_topics(services, context.api_version, answer, result.topics)
+    if services.metadata.cache.generation == generation:
+        services.metadata.kept_answers[kept_key] = (generation, body)
+    return EncodedAnswer(body)
+
+
+def _metadata_topic(topic: protocol.TopicMetadata) -> dict[str, Any]:
+    return {
         "error_code": topic.error_code, "name": topic.name, "topic_id": _topic_id(topic.topic_id),
         "is_internal": topic.is_internal, "topic_authorized_operations": -2147483648,
         "partitions": [{"error_code": partition.error_code, "partition_index": partition.partition,
                         "leader_id": partition.leader, "leader_epoch": partition.leader_epoch,
                         "replica_nodes": partition.replicas, "isr_nodes": partition.isr,
-                        "offline_replicas": partition.offline_replicas} for partition in topic.partitions],
-    } for topic in result.topics]
-    topics += [{"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
-               for topic_id in unknown_ids]
-    answer = {"throttle_time": 0, "brokers": _brokers(context, result), "cluster_id": result.cluster_id,
-              "controller_id": result.controller_id, "topics": topics,
-              "cluster_authorized_operations": -2147483648}
-    if kept_key is None or services.metadata.cache.generation != generation:
-        return answer
-    body = codec.encode_response_body(METADATA, context.api_version, answer)
-    services.metadata.kept_answers[kept_key] = (generation, body)
-    return EncodedAnswer(body)
+                        "offline_replicas": partition.offline_replicas} for partition in topic.partitions]}
+
+
+def _metadata_tail_size(version: int) -> int:
+    """Bytes of a Metadata response after its topics array: cluster_authorized_operations
+    (v8-v10) and the tagged-fields count of flexible versions (v9+)."""
+    return (4 if 8 <= version <= 10 else 0) + (1 if version >= 9 else 0)
+
+
+def _encode_all_topics(services: Any, version: int, answer: dict[str, Any],
+                       topics: list[protocol.TopicMetadata]) -> bytes:
+    """The encoded Metadata body of ``answer`` with ``topics`` as its topics array. Each topic's
+    encoding is kept beside the cache's TopicMetadata it was built from (the cache answers the
+    same object while the topic is unchanged), so only changed topics are encoded again."""
+    item_class = codec.item_class(METADATA, version, "topics")
+    kept = services.metadata.kept_topics.get(version, {})
+    fresh: dict[str, tuple[protocol.TopicMetadata, bytes]] = {}
+    parts: list[bytes] = []
+    for topic in topics:
+        entry = kept.get(topic.name)
+        if entry is None or entry[0] is not topic:
+            entry = (topic, codec.encode_item(item_class, _metadata_topic(topic)))
+        fresh[topic.name] = entry
+        parts.append(entry[1])
+    services.metadata.kept_topics[version] = fresh
+    empty = codec.encode_response_body(METADATA, version, answer)  # with an empty topics array
+    flexible = version >= 9
+    tail_size = _metadata_tail_size(version)
+    head = empty[:len(empty) - tail_size - len(codec.encode_array_length(0, flexible))]
+    return b"".join([head, codec.encode_array_length(len(parts), flexible), *parts,
+                     empty[len(empty) - tail_size:]])
 
 
 # -- Produce --------------------------------------------------------------------------------------

@@ -127,3 +127,50 @@ def test_answers_are_kept_per_version_and_not_with_an_authorizer_or_for_named_to
         assert seen(response)[1] == {"clicks": [(0, 1, 0)]}
 
     run(scenario)
+
+
+def test_the_kept_answer_of_every_version_is_byte_for_byte_the_full_encoding(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await cluster.add_broker(2, candidate=False)
+        await create_led_topic(cluster, node.metadata, "clicks", 1)
+        await create_topic(cluster, "views", {0: [1, 2], 1: [2, 1], 2: [1]})
+        await cluster.wait_until(lambda: all(
+            (info := node.metadata.partition("views", number)) is not None and info.leader >= 0
+            for number in range(3)), "views is led")
+        for version in range(13):
+            kept, response = await ask(context_over(node.metadata, version=version))
+            # With an authorizer nothing is kept: the handler answers the whole answer as fields.
+            full, _ = await ask(context_over(node.metadata, authorizer=object(), version=version))
+            assert isinstance(kept, EncodedAnswer) and not isinstance(full, EncodedAnswer)
+            assert kept.body == codec.encode_response_body(3, version, full), f"Metadata v{version}"
+            assert sorted(topic.name for topic in response.topics) == ["clicks", "views"]
+
+    run(scenario)
+
+
+def test_only_a_changed_topic_is_encoded_again(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await create_led_topic(cluster, node.metadata, "clicks", 1)
+        await create_led_topic(cluster, node.metadata, "views", 1)
+        context = context_over(node.metadata)
+        await ask(context)
+        kept = dict(context.services.metadata.kept_topics[12])
+        info = node.metadata.partition("clicks", 0)
+        assert info is not None and info.state is not None
+        assert info.adopt_state(znodes.PartitionState(1, info.state.leader_epoch + 1, [1], controller_epoch=1),
+                                info.state_version + 1)
+        _, response = await ask(context)
+        again = context.services.metadata.kept_topics[12]
+        assert again["views"][1] is kept["views"][1]  # unchanged: served from its kept encoding
+        assert again["clicks"][1] != kept["clicks"][1]
+        assert seen(response)[1] == {"clicks": [(0, 1, 1)], "views": [(0, 1, 0)]}
+
+        cluster.expire(1)  # the live brokers change: every topic's leaders may, so all are new
+        await cluster.wait_until(lambda: 1 not in node.metadata.brokers, "broker 1 is gone")
+        _, response = await ask(context)
+        assert context.services.metadata.kept_topics[12]["views"][1] is not again["views"][1]
+        assert seen(response)[1] == {"clicks": [(0, -1, 1)], "views": [(0, -1, 0)]}
+
+    run(scenario)

@@ -94,6 +94,7 @@ class Controller:
         self.epoch_version = -1
         self.elections = 0
         self.passes = 0  # reconciliation passes completed (for operators and tests)
+        self.partitions_examined = 0  # partitions those passes looked at (likewise)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
@@ -103,6 +104,10 @@ class Controller:
         self._bounced: set[int] = set()
         self._brokers_confirmed = False  # /brokers/ids read from ZooKeeper since the election
         self._shutting_down: set[int] = set()
+        # What the next pass looks at: every partition (after an election, a broker change, a
+        # failed pass), or only those whose metadata changed since the last pass.
+        self._full_pass = True
+        self._changed: dict[tuple[str, int], PartitionInfo] = {}
         self._isr_notifications_deleting: set[str] = set()  # ISR change notifications being deleted
         # Topics whose ``.../partitions`` znode this controller created or found: a new partition's
         # znode and state are then written in one request.
@@ -120,6 +125,7 @@ class Controller:
     # -- metadata listener --------------------------------------------------------------------
     def on_partition_changed(self, info: PartitionInfo) -> None:
         if self.active:
+            self._changed[(info.topic, info.partition)] = info
             self._wake.set()
 
     def on_topic_removed(self, topic: str, partitions: list[int]) -> None:
@@ -136,6 +142,7 @@ class Controller:
                 self._bounced.add(broker_id)
         self._broker_epochs = {broker_id: broker.epoch for broker_id, broker in live.items()}
         self._shutting_down &= set(live)
+        self._full_pass = True
         self._wake.set()
 
     def on_controller_changed(self, controller_id: int) -> None:
@@ -150,7 +157,13 @@ class Controller:
             self._resign()
 
     def on_topic_config_changed(self, topic: str, configs: dict[str, str]) -> None:
-        pass
+        """A topic's configs changed (``unclean.leader.election.enable`` among them): its
+        partitions are looked at again."""
+        topic_info = self.metadata.topics.get(topic)
+        if self.active and topic_info is not None:
+            for info in topic_info.partitions.values():
+                self._changed[(topic, info.partition)] = info
+            self._wake.set()
 
     # -- election -----------------------------------------------------------------------------
     async def try_elect(self) -> bool:
@@ -203,6 +216,8 @@ class Controller:
         self._brokers_confirmed = False
         self._bounced.clear()
         self._shutting_down.clear()
+        self._full_pass = True
+        self._changed.clear()
         self._watches.append(await self.zookeeper.watch_children(znodes.DELETE_TOPICS_PATH, self._on_deletions))
         self._watches.append(await self.zookeeper.watch_data(znodes.PREFERRED_REPLICA_ELECTION_PATH,
                                                              self._on_preferred_request))
@@ -340,7 +355,9 @@ class Controller:
         return [True] * len(chunk)
 
     def _retry_soon(self) -> None:
-        """Wake the reconciliation loop after RETRY_DELAY (one pending retry at a time)."""
+        """Wake the reconciliation loop after RETRY_DELAY (one pending retry at a time) for a
+        pass over every partition."""
+        self._full_pass = True
         if self._retry_task is None or self._retry_task.done():
             self._retry_task = asyncio.get_running_loop().create_task(self._wake_after(RETRY_DELAY))
 
@@ -373,17 +390,22 @@ class Controller:
                 await self._delete_topic(topic)
         if not self._brokers_confirmed:
             await self._confirm_live_brokers()
-        live = set(self.metadata.brokers)
-        if self._needs_confirmation(live, self._bounced):
-            live = await self._confirm_live_brokers()
+        full, self._full_pass = self._full_pass, False
+        changed, self._changed = self._changed, {}
+        try:
+            candidates = self._candidates(full, changed)
+            live = set(self.metadata.brokers)
+            if self._needs_confirmation(candidates, live, self._bounced):
+                live = await self._confirm_live_brokers()
+                if self._full_pass and not full:  # ZooKeeper told of a broker change: look at all
+                    full, self._full_pass = True, False
+                    candidates = self._candidates(True, {})
+        except BaseException:
+            self._full_pass = True  # what this pass was to look at is looked at again
+            raise
         bounced, self._bounced = self._bounced, set()
-        due: list[tuple[PartitionInfo, bool]] = []
-        for topic, topic_info in list(self.metadata.topics.items()):
-            if topic in self.metadata.topics_being_deleted:
-                continue
-            unclean = self._unclean_allowed(topic)
-            due.extend((info, unclean) for info in topic_info.partitions.values()
-                       if self._may_need_election(info, live, bounced))
+        self.partitions_examined += len(candidates)
+        due = [(info, unclean) for info, unclean in candidates if self._may_need_election(info, live, bounced)]
         # New partitions (a CreateTopics, CreatePartitions) are elected together, many states per
         # ZooKeeper request.
         await self._elect_new_partitions([info for info, _ in due if info.state is None], live)
@@ -417,20 +439,47 @@ class Controller:
             log.info("controller: live brokers %s (read from ZooKeeper)", sorted(live))
         return set(live)
 
-    def _needs_confirmation(self, live: set[int], bounced: set[int]) -> bool:
+    def _candidates(self, full: bool,
+                    changed: dict[tuple[str, int], PartitionInfo]) -> list[tuple[PartitionInfo, bool]]:
+        """(partition, unclean election allowed) of what a pass looks at: every partition of the
+        topics not being deleted, or only the ``changed`` ones still in the cache."""
+        deleting = self.metadata.topics_being_deleted
+        candidates: list[tuple[PartitionInfo, bool]] = []
+        if full:
+            for topic, topic_info in list(self.metadata.topics.items()):
+                if topic not in deleting:
+                    unclean = self._unclean_allowed(topic)
+                    candidates.extend((info, unclean) for info in topic_info.partitions.values())
+            return candidates
+        new_topics: set[str] = set()
+        for (topic, number), info in changed.items():
+            current = self.metadata.topics.get(topic)
+            if topic in deleting or current is None or current.partitions.get(number) is not info:
+                continue
+            if info.state is None:
+                # A new partition: its topic's other new partitions are in the cache already
+                # (their notifications follow one by one) and are elected with it.
+                new_topics.add(topic)
+            else:
+                candidates.append((info, self._unclean_allowed(topic)))
+        for topic in new_topics:
+            unclean = self._unclean_allowed(topic)
+            candidates.extend((info, unclean) for info in self.metadata.topics[topic].partitions.values()
+                              if info.state is None)
+        return candidates
+
+    def _needs_confirmation(self, candidates: list[tuple[PartitionInfo, bool]], live: set[int],
+                            bounced: set[int]) -> bool:
         """Whether this pass would take a leader or an ISR member out of service because the
         cache says it is dead or bounced: then ZooKeeper is asked first."""
-        for topic, topic_info in self.metadata.topics.items():
-            if topic in self.metadata.topics_being_deleted:
+        for info, _ in candidates:
+            state = info.state
+            if state is None:
                 continue
-            for info in topic_info.partitions.values():
-                state = info.state
-                if state is None:
-                    continue
-                if state.leader >= 0 and (state.leader not in live or state.leader in bounced):
-                    return True
-                if any(replica not in live or replica in bounced for replica in state.isr):
-                    return True
+            if state.leader >= 0 and (state.leader not in live or state.leader in bounced):
+                return True
+            if any(replica not in live or replica in bounced for replica in state.isr):
+                return True
         return False
 
     # -- partition reassignment ---------------------------------------------------------------
@@ -761,6 +810,7 @@ class Controller:
         if known is not None and broker_epoch >= 0 and known.epoch != broker_epoch:
             raise StaleBrokerEpochError(f"broker {broker_id} epoch {broker_epoch} is not {known.epoch}")
         self._shutting_down.add(broker_id)
+        self._full_pass = True  # a later pass moves what this one could not
         live = set(self.metadata.brokers)
         remaining: list[tuple[str, int]] = []
         # Leadership moves first, then the ISRs the broker leaves, many states per request.

@@ -193,7 +193,7 @@ class Partition:
             # replayed; the leader must not check producers against stale state.
             self.install_producer_state(build_producer_state(self.log))
         if new_term:
-            self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            self.log.record_leader_epoch(leader_epoch)
             self.followers = {replica: FollowerState(last_caught_up_ms=now if replica in isr else 0)
                               for replica in replicas if replica != self.broker_id}
             log.info("%s: leader at epoch %d, isr %s, log end %d, hw %d", self.name, leader_epoch, isr,

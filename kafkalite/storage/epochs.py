@@ -5,11 +5,17 @@ recorded when a batch with a larger partition leader epoch is appended. Follower
 :meth:`LeaderEpochCache.end_offset_for` answers from the leader to find where their log
 diverges (Kafka's KIP-101 / KIP-279 rule) instead of truncating to the high watermark.
 
+An epoch recorded when a leader takes office (no batch carries it yet) may stay in memory
+until the next append writes the file (:meth:`sync` before the batch), or the periodic
+checkpoint does: a crash loses only an epoch no batch of this log carries, which no
+follower can ask about. Every batch's epoch is on disk before the batch is.
+
 Thread-safety: not thread-safe; the owning PartitionLog serialises access.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from kafkalite.storage import checkpoint
@@ -21,23 +27,39 @@ UNDEFINED_OFFSET = -1
 class LeaderEpochCache:
     """Ordered (epoch, start offset) entries with strictly increasing epochs and offsets."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_unsynced: Callable[[LeaderEpochCache], None] | None = None) -> None:
         self.path = path
         self.entries: list[tuple[int, int]] = checkpoint.read_epochs(path) if path.exists() else []
+        #: An epoch was recorded in memory only (``assign(..., persist=False)``).
+        self.unsynced = False
+        self._on_unsynced = on_unsynced
 
     @property
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (ignored unless epoch is newer)."""
+    def assign(self, epoch: int, start_offset: int, persist: bool = True) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (ignored unless epoch is newer).
+        With ``persist`` the file is written now (an OSError undoes the entry and is raised);
+        without, the entry waits in memory for :meth:`sync`."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
         previous = list(self.entries)
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        self._persist(previous)
+        if persist:
+            self._persist(previous)
+        elif not self.unsynced:
+            self.unsynced = True
+            if self._on_unsynced is not None:
+                self._on_unsynced(self)
+
+    def sync(self) -> None:
+        """Write the entries when one is in memory only; an OSError is raised and the entries
+        stay to be written by a later call."""
+        if self.unsynced:
+            self._persist()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) answering a follower whose last epoch is ``requested_epoch``.
@@ -103,3 +125,4 @@ class LeaderEpochCache:
             if previous is not None:
                 self.entries = previous
             raise
+        self.unsynced = False

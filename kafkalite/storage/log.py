@@ -128,13 +128,36 @@ class PartitionLog:
         #: producer state; None: none). Compaction never cleans at or above it.
         self.first_unstable_offset: int | None = None
         directory.mkdir(parents=True, exist_ok=True)
-        self.epoch_cache = LeaderEpochCache(directory / files.LEADER_EPOCH_CHECKPOINT)
+        #: Called (from the thread recording it) when a leader epoch waits in memory for its
+        #: file write; the LogManager then writes it with its next checkpoint.
+        self.on_epochs_unsynced: Callable[[PartitionLog], None] | None = None
+        self.epoch_cache = LeaderEpochCache(directory / files.LEADER_EPOCH_CHECKPOINT,
+                                            on_unsynced=self._epochs_unsynced)
         self._load(clean_shutdown)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def _epochs_unsynced(self, _cache: LeaderEpochCache) -> None:
+        if self.on_epochs_unsynced is not None:
+            self.on_epochs_unsynced(self)
+
+    def record_leader_epoch(self, leader_epoch: int) -> None:
+        """A leader taking office at ``leader_epoch``: its epoch starts at the log end. Kept in
+        memory (no file I/O, so a broker taking over thousands of partitions does not write
+        thousands of files at once); written before the first batch of that epoch, by
+        :meth:`sync_epochs`, or at close."""
+        with self._lock:
+            self.epoch_cache.assign(leader_epoch, self.log_end_offset, persist=False)
+
+    def sync_epochs(self) -> None:
+        """Write the leader epoch checkpoint if an epoch is in memory only (blocking: a worker
+        thread's call). An OSError is raised; the epoch stays to be written by a later call."""
+        with self._lock:
+            if not self.closed:
+                self.epoch_cache.sync()
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
@@ -360,6 +383,7 @@ class PartitionLog:
         size = sum(len(piece) for piece in data) if isinstance(data, list) else len(data)
         try:
             self._maybe_roll(size, next_offset - 1)
+            self.epoch_cache.sync()  # every batch's epoch is on disk before the batch
             if leader_epoch >= 0:
                 self.epoch_cache.assign(leader_epoch, first_offset)
             self.active_segment.append(data, first_offset, next_offset, max_timestamp, offset_of_max)
@@ -747,6 +771,11 @@ class PartitionLog:
                 return
             if self.offline_reason is None:
                 self._flush_locked(self.log_end_offset)
+                try:
+                    self.epoch_cache.sync()
+                except OSError as exc:
+                    log.warning("%s: leader epoch checkpoint not written at close: %s", self.name,
+                                exc.strerror or exc)
             self.closed = True
             for segment in self.segments:
                 segment.close()

@@ -75,6 +75,8 @@ class LogManager:
         self._logs_per_dir: dict[Path, int] = {}
         # The logs with a flush.ms: the flush job looks at these only.
         self._timed_flush: set[PartitionLog] = set()
+        # Logs with a leader epoch in memory only: the checkpoint job writes their epoch files.
+        self._unsynced_epochs: set[PartitionLog] = set()
 
     # -- start and stop -----------------------------------------------------------------------
     def start(self) -> None:
@@ -107,6 +109,7 @@ class LogManager:
                 )
                 partition_log.on_dir_failure = self.fail_dir
                 self.logs[parsed] = partition_log
+                partition_log.on_epochs_unsynced = self._epochs_unsynced
                 self._logs_per_dir[directory] = self._logs_per_dir.get(directory, 0) + 1
                 self._track_flush_ms(partition_log)
             marker.unlink(missing_ok=True)
@@ -189,6 +192,7 @@ class LogManager:
                                         f"{exc.strerror or exc}") from exc
             partition_log.on_dir_failure = self.fail_dir
             self.logs[key] = partition_log
+            partition_log.on_epochs_unsynced = self._epochs_unsynced
             self._logs_per_dir[log_dir] = self._logs_per_dir.get(log_dir, 0) + 1
             self._track_flush_ms(partition_log)
             return partition_log
@@ -216,6 +220,7 @@ class LogManager:
             self._cleaner_checkpoints.pop(key, None)
             if partition_log is not None:
                 self._timed_flush.discard(partition_log)
+                self._unsynced_epochs.discard(partition_log)
                 parent = partition_log.directory.parent
                 self._logs_per_dir[parent] = self._logs_per_dir.get(parent, 1) - 1
         if partition_log is None:
@@ -285,11 +290,31 @@ class LogManager:
             self.checkpoint_all()
         return results
 
+    def _epochs_unsynced(self, partition_log: PartitionLog) -> None:
+        with self._lock:
+            self._unsynced_epochs.add(partition_log)
+
+    def _sync_epochs(self) -> None:
+        """Write the leader epoch files of the logs holding an epoch in memory only; one that
+        fails is kept for the next call."""
+        with self._lock:
+            pending, self._unsynced_epochs = self._unsynced_epochs, set()
+        for partition_log in pending:
+            try:
+                partition_log.sync_epochs()
+            except OSError as exc:
+                log.debug("%s: leader epoch checkpoint not written: %s", partition_log.name, exc.strerror or exc)
+                with self._lock:
+                    if not partition_log.closed:
+                        self._unsynced_epochs.add(partition_log)
+
     def checkpoint_all(self) -> bool:
-        """Write every per-directory checkpoint file of the online directories; returns True
-        when all were written. A directory whose offsets did not change since its last write is
+        """Write every per-directory checkpoint file of the online directories, and the leader
+        epoch files holding an epoch in memory only; returns True when all checkpoint files
+        were written. A directory whose offsets did not change since its last write is
         not written again. A failed write leaves the previous file in place and is retried
         on the next call (one WARN when a directory starts failing, one INFO when it recovers)."""
+        self._sync_epochs()
         with self._lock:
             logs = dict(self.logs)
         written = True

@@ -385,3 +385,61 @@ def test_indexes_hold_no_open_descriptor(tmp_path: Path) -> None:
     assert str(segment.log_path) in held
     assert str(segment.index.path) not in held and str(segment.time_index.path) not in held
     partition_log.close()
+
+
+def test_an_epoch_taken_in_office_is_written_before_its_first_batch_not_when_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    partition_log = open_log(tmp_path / "topic-0")
+    partition_log.append_as_leader(values_batch(0, 10), leader_epoch=1)
+    epochs_file = tmp_path / "topic-0" / files.LEADER_EPOCH_CHECKPOINT
+    writes: list[list[tuple[int, int]]] = []
+    real_write = checkpoint.write_epochs
+
+    def counted(path: Path, entries: Any) -> None:
+        writes.append(list(entries))
+        real_write(path, entries)
+
+    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    partition_log.record_leader_epoch(2)  # a leader taking office: memory only
+    assert partition_log.epoch_cache.entries == [(1, 0), (2, 10)] and writes == []
+    assert checkpoint.read_epochs(epochs_file) == [(1, 0)]
+
+    def full_disk(path: Path, entries: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(checkpoint, "write_epochs", full_disk)
+    with pytest.raises(KafkaStorageError):  # the batch of epoch 2 may not land before its epoch
+        partition_log.append_as_leader(values_batch(10, 5), leader_epoch=2)
+    assert partition_log.log_end_offset == 10 and partition_log.epoch_cache.unsynced
+    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    partition_log.append_as_leader(values_batch(10, 5), leader_epoch=2)
+    assert writes == [[(1, 0), (2, 10)]]
+    assert checkpoint.read_epochs(epochs_file) == [(1, 0), (2, 10)] and not partition_log.epoch_cache.unsynced
+
+
+def test_the_checkpoint_job_writes_epochs_taken_in_office_and_retries_a_failed_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager([tmp_path / "data"], LogConfig(), clock=FakeClock())
+    manager.start()
+    logs = [manager.get_or_create("topic", number) for number in range(3)]
+    for partition_log in logs[:2]:
+        partition_log.record_leader_epoch(4)
+    real_write = checkpoint.write_epochs
+    failing = {logs[0].directory / files.LEADER_EPOCH_CHECKPOINT}
+
+    def sometimes_full(path: Path, entries: Any) -> None:
+        if path in failing:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(path, entries)
+
+    monkeypatch.setattr(checkpoint, "write_epochs", sometimes_full)
+    manager.checkpoint_all()
+    assert checkpoint.read_epochs(logs[1].directory / files.LEADER_EPOCH_CHECKPOINT) == [(4, 0)]
+    assert not (logs[0].directory / files.LEADER_EPOCH_CHECKPOINT).exists()
+    assert not (logs[2].directory / files.LEADER_EPOCH_CHECKPOINT).exists()  # nothing in memory only
+    failing.clear()
+    manager.checkpoint_all()
+    assert checkpoint.read_epochs(logs[0].directory / files.LEADER_EPOCH_CHECKPOINT) == [(4, 0)]
+    logs[2].record_leader_epoch(1)
+    manager.shutdown()  # closing writes what is left
+    assert checkpoint.read_epochs(logs[2].directory / files.LEADER_EPOCH_CHECKPOINT) == [(1, 0)]

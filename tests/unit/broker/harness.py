@@ -244,7 +244,8 @@ class BrokerCluster:
             def passed(target: int = target) -> bool:
                 return controller.passes >= target
 
-            controller._wake.set()  # a pass on demand, as any metadata notification causes
+            controller._full_pass = True  # a pass over every partition on demand, as a broker change causes
+            controller._wake.set()
             await self.wait_until(passed, f"controller {broker_id} ran a pass")
 
 

@@ -234,3 +234,35 @@ def test_a_new_partition_whose_znode_exists_already_is_still_elected(run: Run) -
         assert leader_isr_epoch(cluster, "events", 2) == (3, [3, 1, 2], 0)
 
     run(scenario)
+
+
+def test_a_pass_looks_at_the_partitions_that_changed_and_at_all_after_a_broker_change(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        partitions = {number: [1 + number % 3, 1 + (number + 1) % 3] for number in range(300)}
+        await three_brokers_with(cluster, partitions)
+        controller = cluster.nodes[1].controller
+        await cluster.wait_until(lambda: not controller._changed and not controller._wake.is_set(), "settled")
+
+        # One ISR change: the passes it causes look at that partition, not at all 300.
+        examined = controller.partitions_examined
+        passes = controller.passes
+        info = cluster.partition_info(1, "events", 0)
+        assert info is not None and info.state is not None
+        await cluster.write_state("events", 0, znodes.PartitionState(1, 0, [1], info.state.controller_epoch))
+        await cluster.wait_until(lambda: controller.passes > passes and not controller._changed, "a pass ran")
+        assert 1 <= controller.partitions_examined - examined <= 2 * (controller.passes - passes)
+
+        # A topic config change: that topic's partitions are looked at again.
+        examined = controller.partitions_examined
+        cluster.topic_configs["events"] = {"unclean.leader.election.enable": "true"}
+        controller.on_topic_config_changed("events", cluster.topic_configs["events"])
+        await cluster.wait_until(lambda: controller.partitions_examined >= examined + 300, "events looked at")
+
+        # A broker leaves: every partition is looked at, and those it led move.
+        examined = controller.partitions_examined
+        cluster.expire(2)
+        await cluster.wait_until(lambda: all(leader_isr_epoch(cluster, "events", number)[0] not in (2, -1)
+                                             for number in partitions), "2's partitions led elsewhere")
+        assert controller.partitions_examined - examined >= 300
+
+    run(scenario)

@@ -48,6 +48,7 @@ the producer-state rebuild of a partition not yet published, and on the request 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 
@@ -141,7 +142,8 @@ class ReplicaManager:
         self.fetch_sessions = FetchSessions(clock)
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_writes: set[tuple[str, int]] = set()
-        self._isr_changes_to_notify: list[znodes.PartitionRef] = []
+        # Partitions whose ISR changed since the last notification, each once, in order.
+        self._isr_changes_to_notify: dict[znodes.PartitionRef, None] = {}
         # Produce requests waiting for a partition to take up the leadership the metadata gives it.
         self._office_waiters: list[asyncio.Future[None]] = []
         self._isr_notifying = False
@@ -851,14 +853,15 @@ class ReplicaManager:
     async def _notify_isr_change(self, partition: Partition) -> None:
         """Tell the controller of an ISR change: the changes made while one notification is
         being written go out together in the next (Kafka batches them the same way)."""
-        self._isr_changes_to_notify.append(znodes.PartitionRef(partition.topic, partition.partition))
+        self._isr_changes_to_notify[znodes.PartitionRef(partition.topic, partition.partition)] = None
         if self._isr_notifying:
             return
         self._isr_notifying = True
         try:
             while self._isr_changes_to_notify:
-                refs = self._isr_changes_to_notify[:ISR_NOTIFICATION_MAX_PARTITIONS]
-                del self._isr_changes_to_notify[:ISR_NOTIFICATION_MAX_PARTITIONS]
+                refs = list(itertools.islice(self._isr_changes_to_notify, ISR_NOTIFICATION_MAX_PARTITIONS))
+                for ref in refs:
+                    del self._isr_changes_to_notify[ref]
                 notification = znodes.IsrChangeNotification(refs)
                 try:
                     await self.zookeeper.create(znodes.isr_change_prefix_path(), notification.to_bytes(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kafkalite.broker.partition import Partition, Role
 from kafkalite.broker.replica import ReplicaManager
@@ -304,5 +305,34 @@ def test_a_later_state_seen_through_the_watch_is_not_undone_by_the_isr_writes_an
         await cluster.wait_until(lambda: partition.pending_isr is None, "the ISR write's answer")
         assert state_znode(cluster) == (znodes.PartitionState(1, 0, [1], controller_epoch=7), first_version + 2)
         assert (partition.isr, partition.state_version) == ([1], first_version + 2)
+
+    run(scenario)
+
+
+def test_isr_changes_of_one_partition_made_while_a_notification_is_written_go_out_once(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        manager, partition = await leader_of_three(cluster, min_insync=3)
+        written: list[bytes] = []
+        create = manager.zookeeper.create
+        release = asyncio.Event()
+
+        async def held_create(path: str, data: bytes = b"", **options: Any) -> str:
+            if path.startswith(znodes.ISR_CHANGE_NOTIFICATION_PATH):
+                written.append(data)
+                await release.wait()
+            return await create(path, data, **options)
+
+        manager.zookeeper.create = held_create  # type: ignore[method-assign]
+        first = asyncio.create_task(manager._notify_isr_change(partition))
+        await cluster.wait_until(lambda: len(written) == 1, "the first notification is being written")
+        # Two more changes of the same partition meanwhile: the next notification names it once.
+        await manager._notify_isr_change(partition)
+        await manager._notify_isr_change(partition)
+        release.set()
+        await first
+        refs = [znodes.IsrChangeNotification.from_bytes(data, znodes.ISR_CHANGE_NOTIFICATION_PATH).partitions
+                for data in written]
+        ref = znodes.PartitionRef(partition.topic, partition.partition)
+        assert refs == [[ref], [ref]]
 
     run(scenario)

@@ -158,6 +158,9 @@ class ReplicaFetcher:
                     self.reset_session()  # a session of no partitions is not kept
                 await self._wake.wait()
                 continue
+            if self.manager.broker_epoch < 0:
+                await self.manager.registered.wait()
+                continue
             endpoint = replica_manager.metadata.endpoint(self.leader_id)
             if endpoint is None:
                 await asyncio.sleep(backoff)
@@ -249,11 +252,19 @@ class FetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.stopped = False
         # This broker's epoch (the czxid of its registration), sent with every fetch: leaders
-        # refuse follower fetches without the current one. Set by the broker on registration.
+        # refuse follower fetches without the current one. Set by the broker on registration;
+        # fetchers send nothing before (they wait for ``registered``).
         self.broker_epoch = protocol.NO_BROKER_EPOCH
+        self.registered = asyncio.Event()
         self.transport = AsyncTransport(request_timeout_ms=replica_manager.config.request_timeout_ms,
                                         connections_per_host=2, client_id=f"broker-{replica_manager.broker_id}",
                                         ssl_context=inter_broker_context(replica_manager.config))
+
+    def set_broker_epoch(self, broker_epoch: int) -> None:
+        """This broker registered (again) with ``broker_epoch``: fetchers send it from now on."""
+        self.broker_epoch = broker_epoch
+        if broker_epoch >= 0:
+            self.registered.set()
 
     def add_partition(self, partition: Partition) -> None:
         if self.stopped:

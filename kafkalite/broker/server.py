@@ -294,7 +294,7 @@ class Broker:
                 await asyncio.sleep(0.5)
         stat = await self.zookeeper.exists(path)
         self.broker_epoch = stat.czxid if stat else -1
-        self.replica_manager.fetchers.broker_epoch = self.broker_epoch
+        self.replica_manager.fetchers.set_broker_epoch(self.broker_epoch)
         log.info("registered broker %d at %s:%d (epoch %d)", config.broker_id, host, port, self.broker_epoch)
 
     async def _on_session_state(self, state: SessionState) -> None:

@@ -77,6 +77,8 @@ def test_acks_all_waits_for_isr_and_min_insync_is_enforced(cluster: BrokerCluste
         cluster.brokers[broker_id].start()
     cluster.wait_in_sync("durable", timeout=40)
     assert produce(cluster, "durable", 0, [b"four"], acks=-1).error_code == 0
+    # Restarted followers fetch only once registered: the leader never had to refuse them.
+    assert "no broker epoch given" not in cluster.brokers[leader].log_path.read_text()
 
 
 def test_divergent_old_leader_truncates_exactly_its_unreplicated_suffix(cluster: BrokerCluster) -> None:

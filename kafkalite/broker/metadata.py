@@ -380,16 +380,24 @@ class MetadataCache:
                     existing.adding = adding
                     existing.removing = removing
                     self._notify("on_partition_changed", existing)
-            for entry in added:
-                if self.topics.get(topic) is not info or info.partitions.get(entry.partition) is not entry:
-                    continue  # removed (or re-created) while an earlier watch was being set
-                watch = await self.zookeeper.watch_data(znodes.partition_state_path(topic, entry.partition),
-                                                        self._state_callback(topic, entry.partition))
-                self._topic_watches.setdefault(topic, []).append(watch)
-                if entry.state is None:  # a new partition: the controller must elect its leader
-                    self._notify("on_partition_changed", entry)
+            # The new partitions' state watches are set together (ZooKeeper answers them in one
+            # pipeline); each is notified once its watch is set.
+            await asyncio.gather(*(self._watch_state(info, entry) for entry in added))
             self._signal()
         return on_data
+
+    async def _watch_state(self, info: TopicInfo, entry: PartitionInfo) -> None:
+        topic = info.name
+        if self.topics.get(topic) is not info or info.partitions.get(entry.partition) is not entry:
+            return  # removed (or re-created) before its watch was set
+        watch = await self.zookeeper.watch_data(znodes.partition_state_path(topic, entry.partition),
+                                                self._state_callback(topic, entry.partition))
+        if self.topics.get(topic) is not info:
+            watch.cancel()  # removed while it was being set
+            return
+        self._topic_watches.setdefault(topic, []).append(watch)
+        if entry.state is None:  # a new partition: the controller must elect its leader
+            self._notify("on_partition_changed", entry)
 
     def _state_callback(self, topic: str, partition: int) -> Callable[[bytes | None, ZNodeStat | None], None]:
         path = znodes.partition_state_path(topic, partition)

@@ -57,7 +57,7 @@ from kafkalite.broker.fetch_session import FetchSession, FetchSessions, SessionP
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
 from kafkalite.broker.partition import Partition, Role, build_producer_state
-from kafkalite.broker.producer_state import ProducerEntry
+from kafkalite.broker.producer_state import ProducerEntry, ProducerStateManager
 from kafkalite.broker.stats import BrokerEvents, TopicStats
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
@@ -189,14 +189,19 @@ class ReplicaManager:
             partition.stop(NotLeaderForPartitionError(f"broker {self.broker_id} is shutting down"))
 
     async def remove_stray_logs(self, known_topics: dict[str, str]) -> None:
-        """Delete local logs of topics ZooKeeper no longer has (or re-created with a new id)."""
+        """Delete local logs of topics ZooKeeper no longer has (or re-created with a new id),
+        all on one worker thread."""
+        await asyncio.to_thread(self._remove_stray_logs, known_topics)
+
+    def _remove_stray_logs(self, known_topics: dict[str, str]) -> None:
+        """Blocking: what :meth:`remove_stray_logs` does."""
         for (topic, partition), partition_log in list(self.log_manager.logs.items()):
             topic_id = known_topics.get(topic)
-            recorded = self._recorded_topic_id(partition_log)
+            recorded = self._recorded_topic_id(partition_log) if topic_id is not None else ""
             if topic_id is None or (recorded and recorded != topic_id):
                 log.info("deleting stray log %s-%d (topic %s in ZooKeeper)", topic, partition,
                          "not" if topic_id is None else "re-created")
-                await asyncio.to_thread(self.log_manager.delete, topic, partition)
+                self.log_manager.delete(topic, partition)
 
     @staticmethod
     def _recorded_topic_id(partition_log: PartitionLog) -> str:
@@ -319,19 +324,29 @@ class ReplicaManager:
 
     async def _create_partition(self, topic: str, number: int, topic_id: str) -> Partition | None:
         key = (topic, number)
-        existing_log = self.log_manager.get(topic, number)
-        if existing_log is not None and topic_id:
-            recorded = self._recorded_topic_id(existing_log)
-            if recorded and recorded != topic_id:
-                log.info("%s-%d: local log belongs to an older topic of that name; deleting it", topic, number)
-                await asyncio.to_thread(self.log_manager.delete, topic, number)
         try:
-            partition_log = await asyncio.to_thread(self.log_manager.get_or_create, topic, number)
+            partition_log, producer_state = await asyncio.to_thread(self._open_log, topic, number, topic_id)
         except KafkaliteError as exc:
             log.error("cannot create log %s-%d: %s", topic, number, exc)
             return None
         if key in self.partitions:  # created concurrently by another notification
             return self.partitions[key]
+        partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
+        partition.install_producer_state(producer_state)
+        self.partitions[key] = partition
+        return partition
+
+    def _open_log(self, topic: str, number: int, topic_id: str) -> tuple[PartitionLog, ProducerStateManager]:
+        """Blocking (one worker call per new partition): the partition's log, opened or created
+        (a local log of an older topic of that name is deleted first), its topic id recorded,
+        and the producer state replayed from it."""
+        existing_log = self.log_manager.get(topic, number)
+        if existing_log is not None and topic_id:
+            recorded = self._recorded_topic_id(existing_log)
+            if recorded and recorded != topic_id:
+                log.info("%s-%d: local log belongs to an older topic of that name; deleting it", topic, number)
+                self.log_manager.delete(topic, number)
+        partition_log = self.log_manager.get_or_create(topic, number)
         if topic_id:
             marker = partition_log.directory / TOPIC_ID_FILE
             if not marker.exists():
@@ -340,12 +355,7 @@ class ReplicaManager:
                 except OSError as exc:  # a full disk: written on the next notification instead
                     marker.unlink(missing_ok=True)
                     log.warning("cannot record the topic id of %s-%d: %s", topic, number, exc.strerror or exc)
-        partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
-        await asyncio.to_thread(partition.rebuild_producer_state)
-        if key in self.partitions:
-            return self.partitions[key]
-        self.partitions[key] = partition
-        return partition
+        return partition_log, build_producer_state(partition_log)
 
     async def _remove_topic(self, topic: str) -> None:
         self.stats.forget(topic)

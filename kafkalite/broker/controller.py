@@ -68,7 +68,7 @@ COALESCE_DELAY = 0.01
 RETRY_DELAY = 0.05
 #: Partition states written by one ZooKeeper multi-op when many change at once (controlled
 #: shutdown, new topics), and how many such requests are in flight at once.
-STATES_PER_REQUEST = 100
+STATES_PER_REQUEST = 500
 REQUESTS_IN_FLIGHT = 4
 #: One state write: the partition, its new leader, leader epoch and ISR.
 StateWrite = tuple[PartitionInfo, int, int, list[int]]
@@ -320,12 +320,15 @@ class Controller:
         as a whole (a lost race on one of its partitions) is done again one partition at a time.
         Returns whether each was written."""
         chunks = [writes[start:start + STATES_PER_REQUEST] for start in range(0, len(writes), STATES_PER_REQUEST)]
-        written: list[bool] = []
-        for start in range(0, len(chunks), REQUESTS_IN_FLIGHT):
-            for outcome in await asyncio.gather(*(self._write_chunk(chunk)
-                                                  for chunk in chunks[start:start + REQUESTS_IN_FLIGHT])):
-                written.extend(outcome)
-        return written
+        if len(chunks) <= 1:
+            return await self._write_chunk(chunks[0]) if chunks else []
+        in_flight = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
+
+        async def write(chunk: list[StateWrite]) -> list[bool]:
+            async with in_flight:  # a new request goes out as soon as any of those in flight is answered
+                return await self._write_chunk(chunk)
+
+        return [done for outcome in await asyncio.gather(*(write(chunk) for chunk in chunks)) for done in outcome]
 
     async def _write_chunk(self, chunk: list[StateWrite]) -> list[bool]:
         if any(info.state is None and info.topic not in self._topics_with_partitions_path

@@ -125,8 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(_run(broker))
-    return uvloop.run(_run(broker))
+        code = asyncio.run(_run(broker))
+    else:
+        code = uvloop.run(_run(broker))
+    # Everything is flushed, fsynced and closed: end without tearing down the objects of
+    # thousands of partitions one by one (seconds at 10,000 partitions).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

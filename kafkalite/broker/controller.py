@@ -68,7 +68,7 @@ COALESCE_DELAY = 0.01
 RETRY_DELAY = 0.05
 #: Partition states written by one ZooKeeper multi-op when many change at once (controlled
 #: shutdown, new topics), and how many such requests are in flight at once.
-STATES_PER_REQUEST = 500
+STATES_PER_REQUEST = 100
 REQUESTS_IN_FLIGHT = 4
 #: One state write: the partition, its new leader, leader epoch and ISR.
 StateWrite = tuple[PartitionInfo, int, int, list[int]]

@@ -67,7 +67,6 @@ from prometheus_client.registry import Collector
 from kafkalite.broker.group import GroupState
 from kafkalite.broker.group_coordinator import GroupCoordinator
 from kafkalite.broker.group_lag import PartitionLag
-from kafkalite.broker.partition import Role
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.stats import LATENCY_BUCKETS, RequestStats, TopicStats
 from kafkalite.broker.txn_records import TxnState
@@ -97,7 +96,7 @@ class BrokerStateCollector(Collector):
                      "Partitions without a leader (reported by the active controller only).", offline)
 
         partitions = services.replicas.replica_manager.partitions
-        leaders = [partition for partition in partitions.values() if partition.role is Role.LEADER]
+        leaders = list(services.replicas.replica_manager.leaders.values())
         under_replicated = sum(1 for partition in leaders if len(partition.isr) < len(partition.replicas))
         under_min_isr = sum(1 for partition in leaders
                             if len(partition.isr) < partition.log.config.min_insync_replicas)

@@ -113,7 +113,10 @@ class Partition:
         self.log = partition_log
         self.broker_id = broker_id
         self.clock = clock
-        self.role = Role.NONE
+        self._role = Role.NONE
+        #: Called with the partition whenever its role changes (the replica manager keeps the
+        #: set of partitions it leads with it).
+        self.role_listener: Callable[[Partition], None] | None = None
         self.leader_id = -1
         self.leader_epoch = -1
         self.controller_epoch = -1
@@ -138,6 +141,17 @@ class Partition:
         self._queued_appends = 0
         self._append_order = asyncio.Lock()
         self._flushing: asyncio.Task[None] | None = None
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @role.setter
+    def role(self, role: Role) -> None:
+        if role is not self._role:
+            self._role = role
+            if self.role_listener is not None:
+                self.role_listener(self)
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, {self.role.value}, leader={self.leader_id}, "

@@ -137,6 +137,9 @@ class ReplicaManager:
         self.zookeeper = zookeeper
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: The hosted partitions this broker leads (kept by each partition's role changes): what
+        #: the ISR upkeep and the leader gauges look at.
+        self.leaders: dict[tuple[str, int], Partition] = {}
         self.fetchers = FetcherManager(self)
         #: Followers' fetch sessions with this broker as their leader.
         self.fetch_sessions = FetchSessions(clock)
@@ -333,8 +336,16 @@ class ReplicaManager:
             return self.partitions[key]
         partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
         partition.install_producer_state(producer_state)
+        partition.role_listener = self._on_role_change
         self.partitions[key] = partition
         return partition
+
+    def _on_role_change(self, partition: Partition) -> None:
+        key = (partition.topic, partition.partition)
+        if partition.role is Role.LEADER and self.partitions.get(key) is partition:
+            self.leaders[key] = partition
+        elif self.leaders.get(key) is partition:
+            del self.leaders[key]
 
     def _open_log(self, topic: str, number: int, topic_id: str) -> tuple[PartitionLog, ProducerStateManager]:
         """Blocking (one worker call per new partition): the partition's log, opened or created
@@ -366,6 +377,8 @@ class ReplicaManager:
 
     async def _drop_partition(self, topic: str, number: int, delete: bool) -> None:
         partition = self.partitions.pop((topic, number), None)
+        if partition is not None and self.leaders.get((topic, number)) is partition:
+            del self.leaders[(topic, number)]
         if partition is not None:
             self.fetchers.remove_partition(partition)
             partition.stop(UnknownTopicOrPartitionError(f"{topic}-{number} is no longer hosted here"))
@@ -805,7 +818,7 @@ class ReplicaManager:
         ``replica.lag.time.max.ms`` (by the injected clock). Returns the partitions whose write
         was scheduled; the writes run as tasks on the loop."""
         shrinking: list[Partition] = []
-        for partition in list(self.partitions.values()):
+        for partition in list(self.leaders.values()):
             if not partition.is_leader or partition.pending_isr is not None:
                 continue
             if len(partition.isr) < len(partition.replicas):

@@ -22,10 +22,8 @@ Concurrency contract
   :class:`~kafkalite.errors.CoordinationError`; the outcome of a write that failed that way is
   unknown, so callers re-read before retrying. A request that has no answer after
   ``request_timeout`` seconds fails the same way.
-* Watches are re-armed after a reconnect and after a session expiry, and deliver the current
-  state again when it changed while they were blind: children watches are kazoo's recipe, data
-  watches a pipelined version of it (:class:`_PipelinedDataWatch`) whose re-reads never wait
-  for each other.
+* Watches are kazoo recipes: they are re-armed after a reconnect and after a session expiry, and
+  deliver the current state again when it changed while they were blind.
 * After :meth:`ZooKeeperClient.stop` starts, no callback or listener is invoked any more.
 
 Error mapping (always chained with ``raise ... from``): NodeExistsError → ZNodeExistsError,
@@ -49,18 +47,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
-    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
@@ -170,105 +166,6 @@ class ZooKeeperTransaction(TransactionBuilder):
 
     def __init__(self, client: ZooKeeperClient) -> None:
         super().__init__(client._commit)
-
-
-
-class _PipelinedDataWatch:
-    """kazoo's DataWatch semantics without its blocking reads: ``func(data, stat)`` once at
-    the start and after every change of the znode's version (mzxid), (None, None) while it is
-    absent; re-read after a reconnect or a session expiry; ``func`` returning False ends it.
-
-    kazoo's recipe re-reads with a blocking get in kazoo's single callback thread, one round
-    trip per event: thousands of state znodes changing at once queue behind each other. Here
-    each event sends an asynchronous get (with the watch) and returns, so the re-reads of many
-    watches travel to ZooKeeper together. Answers of one session come back in order, on kazoo's
-    threads; ``func`` is called there (under a lock per watch, in the order the answers arrive).
-    """
-
-    def __init__(self, client: KazooClient, path: str, func: Callable[..., bool | None],
-                 started: Callable[[BaseException | None], None]) -> None:
-        self._client = client
-        self._path = path
-        self._func = func
-        self._started: Callable[[BaseException | None], None] | None = started
-        self._lock = threading.Lock()
-        self._version: int | None = None
-        self._ever_called = False
-        self._stopped = False
-        client.add_listener(self._on_session)
-        self._read()
-
-    def _read(self, _event: object = None) -> None:
-        if self._stopped:
-            return
-        try:
-            self._client.get_async(self._path, watch=self._read).rawlink(self._on_get)
-        except Exception as exc:  # a closed client
-            self._fail(exc)
-
-    def _on_get(self, result: Any) -> None:
-        try:
-            data, stat = result.get_nowait()
-        except NoNodeError:
-            try:
-                self._client.exists_async(self._path, watch=self._read).rawlink(self._on_exists)
-            except Exception as exc:
-                self._fail(exc)
-            return
-        except Exception as exc:  # connection loss, expiry: the session listener reads again
-            self._fail(exc)
-            return
-        self._deliver(data, stat)
-
-    def _on_exists(self, result: Any) -> None:
-        try:
-            stat = result.get_nowait()
-        except Exception as exc:
-            self._fail(exc)
-            return
-        if stat is not None:
-            self._read()  # created meanwhile: read its data
-        else:
-            self._deliver(None, None)
-
-    def _deliver(self, data: bytes | None, stat: ZnodeStat | None) -> None:
-        with self._lock:
-            if self._stopped:
-                return
-            version = None if stat is None else stat.mzxid
-            if self._ever_called and version == self._version:
-                return
-            self._version = version
-            self._ever_called = True
-            try:
-                keep = self._func(data, stat)
-            except Exception:
-                logger.exception("data watch on %s failed", self._path)
-                keep = None
-            if keep is False:
-                self.stop()
-            started, self._started = self._started, None
-        if started is not None:
-            started(None)
-
-    def _fail(self, exc: BaseException) -> None:
-        logger.debug("data watch on %s: read failed (%s); read again on reconnect", self._path, exc)
-        if isinstance(exc, (ConnectionLoss, SessionExpiredError)):
-            return  # the read after the reconnect completes the start, as kazoo's retry would
-        started, self._started = self._started, None
-        if started is not None:
-            started(exc)
-
-    def _on_session(self, state: str) -> None:
-        if state == KazooState.CONNECTED and not self._stopped:
-            self._read()  # only queues the request: the connection thread calling us is not held
-
-    def stop(self) -> None:
-        self._stopped = True
-        try:
-            self._client.remove_listener(self._on_session)
-        except Exception:  # already removed, or the client is gone
-            pass
 
 
 class ZooKeeperClient:
@@ -679,23 +576,9 @@ class ZooKeeperClient:
             return None
 
         self._watches.add(watch)
-        first: asyncio.Future[None] = loop.create_future()
-
-        def settle(error: BaseException | None) -> None:
-            if not first.done():
-                if error is None:
-                    first.set_result(None)
-                else:
-                    first.set_exception(error)
-
-        def started(error: BaseException | None) -> None:  # kazoo thread
-            with contextlib.suppress(RuntimeError):  # the loop is closed
-                loop.call_soon_threadsafe(settle, error)
-
         try:
             with _translated("watch_data", path):
-                _PipelinedDataWatch(client, path, on_data, started)  # ends at its first event after cancel
-                await first
+                await self._blocking(DataWatch, client, path, on_data)
         except BaseException:
             watch.cancel()
             self._watches.discard(watch)

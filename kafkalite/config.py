@@ -313,6 +313,7 @@ _BROKER_SETTINGS: dict[str, _Setting] = {
         "transaction_remove_expired_transaction_cleanup_interval_ms", parse_int, 1),
     "schema.registry.listeners": _Setting("schema_registry_listeners", str),
     "log.format": _Setting("log_format", parse_log_format),
+    "metrics.partition.series.enable": _Setting("metrics_partition_series_enable", parse_bool),
     # TLS (kafkalite.security.tls reads the ssl.* settings themselves, see BrokerConfig.ssl_properties)
     "security.inter.broker.protocol": _Setting("security_inter_broker_protocol", str),
     # Client quotas and ZooKeeper's own security.
@@ -412,6 +413,9 @@ class BrokerConfig:
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5000
     auto_leader_rebalance_enable: bool = True
+    #: /metrics carries the per-partition log series (start, end, size): off for brokers
+    #: hosting so many partitions that a scrape should carry only broker-level figures.
+    metrics_partition_series_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     offsets_topic_num_partitions: int = 50

@@ -13,7 +13,7 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
   ``..._leader_count`` and ``..._partition_count``.
 * ``kafkalite_log_log_start_offset``, ``kafkalite_log_log_end_offset`` and
   ``kafkalite_log_size`` (bytes) per hosted partition (``topic``, ``partition`` labels), as
-  Kafka's ``kafka.log:type=Log`` beans.
+  Kafka's ``kafka.log:type=Log`` beans; left out with ``metrics.partition.series.enable=false``.
 * ``kafkalite_zookeeper_session_state`` (one series per state, 1 for the current one) and
   ``kafkalite_server_serving`` (1 while the broker serves: the same answer as ``/ready``);
   ``kafkalite_zookeeper_request_latency_seconds`` (a summary: requests and their seconds).
@@ -44,12 +44,14 @@ state when it is scraped, so nothing on the produce or fetch path pays for it:
 
 Plus the ``process_*`` collector of ``prometheus_client`` (CPU, memory, open files).
 
-Concurrency: ``collect`` runs on the broker's event loop (the HTTP handler renders the
-registry there), the only thread that changes partition state; it only reads.
+Concurrency: ``collect`` and the per-partition rows run on the broker's event loop, the only
+thread that changes partition state, and only read it; the text is written on a worker
+thread from what they read.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from itertools import accumulate
@@ -82,6 +84,13 @@ class BrokerStateCollector(Collector):
         #: set by :func:`render` right before it renders (the lag needs requests to leaders)
         self.lag: list[PartitionLag] = []
 
+    def partition_rows(self) -> list[tuple[str, int, int, int, int]]:
+        """(topic, partition, log start, log end, size) of every hosted partition, sorted; read
+        on the loop (the text is written on a worker)."""
+        return [(topic, number, partition.log.log_start_offset, partition.log.log_end_offset,
+                 partition.log.size_in_bytes)
+                for (topic, number), partition in sorted(self.services.replicas.replica_manager.partitions.items())]
+
     def collect(self) -> Iterator[Metric]:
         services = self.services
         cache = services.metadata.cache
@@ -107,21 +116,6 @@ class BrokerStateCollector(Collector):
                      "Partitions this broker leads whose ISR is smaller than min.insync.replicas.", under_min_isr)
         yield _gauge(prefix + "leader_count", "Partitions this broker leads.", len(leaders))
         yield _gauge(prefix + "partition_count", "Partitions this broker hosts.", len(partitions))
-
-        starts = GaugeMetricFamily("kafkalite_log_log_start_offset", "First offset of a hosted partition's log.",
-                                   labels=["topic", "partition"])
-        ends = GaugeMetricFamily("kafkalite_log_log_end_offset", "Next offset of a hosted partition's log.",
-                                 labels=["topic", "partition"])
-        sizes = GaugeMetricFamily("kafkalite_log_size", "Bytes of a hosted partition's log segments.",
-                                  labels=["topic", "partition"])
-        for (topic, number), partition in sorted(partitions.items()):
-            labels = [topic, str(number)]
-            starts.add_metric(labels, partition.log.log_start_offset)
-            ends.add_metric(labels, partition.log.log_end_offset)
-            sizes.add_metric(labels, partition.log.size_in_bytes)
-        yield starts
-        yield ends
-        yield sizes
 
         state = cache.zookeeper.state
         session = GaugeMetricFamily("kafkalite_zookeeper_session_state",
@@ -246,23 +240,59 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
 
+_PARTITION_SERIES = (
+    ("kafkalite_log_log_start_offset", "First offset of a hosted partition's log."),
+    ("kafkalite_log_log_end_offset", "Next offset of a hosted partition's log."),
+    ("kafkalite_log_size", "Bytes of a hosted partition's log segments."),
+)
+
+
+def _partition_text(rows: list[tuple[str, int, int, int, int]]) -> bytes:
+    """The per-partition gauges in Prometheus' text format, written directly: topic names are
+    made of ``[a-zA-Z0-9._-]`` only, so no label value needs escaping."""
+    lines: list[str] = []
+    for column, (name, documentation) in enumerate(_PARTITION_SERIES, start=2):
+        lines.append(f"# HELP {name} {documentation}\n# TYPE {name} gauge\n")
+        lines.extend(f'{name}{{topic="{row[0]}",partition="{row[1]}"}} {row[column]}.0\n' for row in rows)
+    return "".join(lines).encode()
+
+
+class _Collected(Collector):
+    """Metric families collected on the loop, rendered on a worker."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
 class BrokerMetrics:
-    """What ``GET /metrics`` renders: the broker's state, its running counts and its process."""
+    """What ``GET /metrics`` renders: the broker's state, its running counts and its process.
+
+    The state is read on the loop (gauges, and one row per hosted partition unless
+    ``metrics.partition.series.enable`` is false); the text is written on a worker thread."""
 
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
-        self.registry = CollectorRegistry(auto_describe=False)
         self.collector = BrokerStateCollector(services)
-        self.registry.register(self.collector)
-        ProcessCollector(registry=self.registry)
 
     async def render(self) -> bytes:
-        """The Prometheus text: consumer lag is gathered first (it may ask other brokers), then
-        everything is rendered on the loop in one go."""
+        """The Prometheus text: consumer lag is gathered first (it may ask other brokers), the
+        state is read on the loop in one go, the text written on a worker."""
         lag = self.services.consumer_lag
         if lag is not None:
             self.collector.lag = await lag.compute(LAG_TIMEOUT_MS)
-        return generate_latest(self.registry)
+        families = list(self.collector.collect())
+        rows = self.collector.partition_rows() if self.services.config.metrics_partition_series_enable else []
+        return await asyncio.to_thread(self._text, families, rows)
+
+    @staticmethod
+    def _text(families: list[Metric], rows: list[tuple[str, int, int, int, int]]) -> bytes:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Collected(families))
+        ProcessCollector(registry=registry)
+        return generate_latest(registry) + (_partition_text(rows) if rows else b"")
 
 
 #: How long a scrape waits for other brokers' high watermarks (Prometheus' default timeout is 10 s).

@@ -292,3 +292,15 @@ def test_the_grafana_dashboard_and_prometheus_config_name_only_metrics_the_broke
     scrape = yaml.safe_load((MONITORING / "prometheus.yml").read_text())["scrape_configs"][0]
     assert scrape["metrics_path"] == "/metrics"
     assert scrape["static_configs"][0]["targets"] == ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"]
+
+
+def test_per_partition_series_can_be_turned_off(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> None:
+    with running_cluster(tmp_path_factory, zookeeper, "metrics-lean", size=1,
+                         extra_properties={"metrics.partition.series.enable": "false"}) as lean:
+        lean.create_topic("quiet", partitions=3)
+        lean.wait_in_sync("quiet")
+        lean.wait_for(lambda: value(lean, 1, "kafkalite_server_replica_manager_partition_count") == 3, 30,
+                      "the broker hosts the three partitions")
+        names = {name for name, _ in samples(lean, 1)}
+        assert not names & {"kafkalite_log_log_start_offset", "kafkalite_log_log_end_offset", "kafkalite_log_size"}
+        assert value(lean, 1, "kafkalite_server_replica_manager_leader_count") == 3  # the broker-level gauges stay

@@ -32,6 +32,9 @@ class LeaderEpochCache:
         self.entries: list[tuple[int, int]] = checkpoint.read_epochs(path) if path.exists() else []
         #: An epoch was recorded in memory only (``assign(..., persist=False)``).
         self.unsynced = False
+        #: The file still holds entries memory dropped (``truncate_from_end(..., persist=False)``):
+        #: harmless while the log does not grow past them, so it is written before the next batch.
+        self.file_stale = False
         self._on_unsynced = on_unsynced
 
     @property
@@ -55,10 +58,11 @@ class LeaderEpochCache:
             if self._on_unsynced is not None:
                 self._on_unsynced(self)
 
-    def sync(self) -> None:
-        """Write the entries when one is in memory only; an OSError is raised and the entries
-        stay to be written by a later call."""
-        if self.unsynced:
+    def sync(self, before_append: bool = False) -> None:
+        """Write the entries when one is in memory only (or, ``before_append``, when the file
+        holds entries memory dropped); an OSError is raised and the entries stay to be written
+        by a later call."""
+        if self.unsynced or (before_append and self.file_stale):
             self._persist()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -93,12 +97,18 @@ class LeaderEpochCache:
                 break
         return epoch
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Forget epochs that start at or after ``end_offset`` (after a log truncation)."""
+    def truncate_from_end(self, end_offset: int, persist: bool = True) -> None:
+        """Forget epochs that start at or after ``end_offset`` (after a log truncation). Without
+        ``persist`` only memory changes: for the truncation every load of the log makes (the
+        file keeps entries past the log end until it is next written; the next load drops
+        them again)."""
         kept = [entry for entry in self.entries if entry[1] < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self._persist()  # the log was cut already: memory follows the log even if this fails
+            if persist:
+                self._persist()  # the log was cut already: memory follows the log even if this fails
+            else:
+                self.file_stale = True
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly below ``start_offset`` (after segments were deleted)."""
@@ -126,3 +136,4 @@ class LeaderEpochCache:
                 self.entries = previous
             raise
         self.unsynced = False
+        self.file_stale = False

@@ -241,7 +241,10 @@ class PartitionLog:
                 break
         if not self.segments:
             self._append_segment(self._new_segment(0))
-        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        # Epochs starting at the log end (a leader that took office and appended nothing, or
+        # batches lost in a crash) are dropped from memory; the file is left as it is (every
+        # load drops them again), so opening thousands of logs writes no file.
+        self.epoch_cache.truncate_from_end(self.log_end_offset, persist=False)
 
     def _drop_segments_after_damage(self, base_offsets: list[int], valid_end: int, cause: str) -> None:
         """Delete segments the valid log no longer reaches, saying at WARN which offsets go."""
@@ -383,7 +386,7 @@ class PartitionLog:
         size = sum(len(piece) for piece in data) if isinstance(data, list) else len(data)
         try:
             self._maybe_roll(size, next_offset - 1)
-            self.epoch_cache.sync()  # every batch's epoch is on disk before the batch
+            self.epoch_cache.sync(before_append=True)  # every batch's epoch is on disk before the batch
             if leader_epoch >= 0:
                 self.epoch_cache.assign(leader_epoch, first_offset)
             self.active_segment.append(data, first_offset, next_offset, max_timestamp, offset_of_max)

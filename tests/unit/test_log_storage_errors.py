@@ -443,3 +443,30 @@ def test_the_checkpoint_job_writes_epochs_taken_in_office_and_retries_a_failed_w
     logs[2].record_leader_epoch(1)
     manager.shutdown()  # closing writes what is left
     assert checkpoint.read_epochs(logs[2].directory / files.LEADER_EPOCH_CHECKPOINT) == [(1, 0)]
+
+
+def test_opening_a_log_writes_no_epoch_file_and_its_first_batch_drops_stale_entries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    partition_log = open_log(tmp_path / "topic-0")
+    partition_log.append_as_leader(values_batch(0, 10), leader_epoch=1)
+    partition_log.record_leader_epoch(2)  # took office at offset 10, appended nothing
+    partition_log.close()
+    epochs_file = tmp_path / "topic-0" / files.LEADER_EPOCH_CHECKPOINT
+    assert checkpoint.read_epochs(epochs_file) == [(1, 0), (2, 10)]
+    writes: list[list[tuple[int, int]]] = []
+    real_write = checkpoint.write_epochs
+
+    def counted(path: Path, entries: Any) -> None:
+        writes.append(list(entries))
+        real_write(path, entries)
+
+    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    reopened = open_log(tmp_path / "topic-0")
+    assert reopened.epoch_cache.entries == [(1, 0)] and writes == []  # dropped in memory only
+    reopened.close()
+    assert writes == [] and checkpoint.read_epochs(epochs_file) == [(1, 0), (2, 10)]
+
+    again = open_log(tmp_path / "topic-0")
+    again.append_as_leader(values_batch(10, 5), leader_epoch=1)  # the log grows past offset 10
+    assert writes == [[(1, 0)]]  # the file was written before the batch: epoch 2 never began at 10
+    assert checkpoint.read_epochs(epochs_file) == [(1, 0)]

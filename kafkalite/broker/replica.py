@@ -61,7 +61,7 @@ from kafkalite.broker.producer_state import ProducerEntry, ProducerStateManager
 from kafkalite.broker.stats import BrokerEvents, TopicStats
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
-from kafkalite.coord.coordinator import Coordinator
+from kafkalite.coord.coordinator import Coordinator, ZNodeStat
 from kafkalite.errors import (
     BrokerResponseError,
     CorruptRecordError,
@@ -94,6 +94,10 @@ READ_INLINE_BYTES = 256 * 1024
 OFFICE_WAIT_MS = 5_000
 #: Partitions named by one ISR change notification at most (a znode stays far below 1 MB).
 ISR_NOTIFICATION_MAX_PARTITIONS = 1000
+#: ISR changes a leader writes in one ZooKeeper multi-op when many are due at once (a follower
+#: rejoining thousands of partitions), and how many such requests are in flight at once.
+ISR_WRITES_PER_REQUEST = 100
+ISR_REQUESTS_IN_FLIGHT = 4
 # Replicated chunks above this size are CRC-checked on a worker thread.
 FOLLOWER_CHECK_INLINE_BYTES = 1024 * 1024
 
@@ -145,6 +149,9 @@ class ReplicaManager:
         self.fetch_sessions = FetchSessions(clock)
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_writes: set[tuple[str, int]] = set()
+        # ISR writes scheduled and not sent yet, and the task sending them.
+        self._isr_queue: list[tuple[Partition, list[int]]] = []
+        self._isr_writer: asyncio.Task[None] | None = None
         # Partitions whose ISR changed since the last notification, each once, in order.
         self._isr_changes_to_notify: dict[znodes.PartitionRef, None] = {}
         # Produce requests waiting for a partition to take up the leadership the metadata gives it.
@@ -842,11 +849,72 @@ class ReplicaManager:
             return
         self._isr_writes.add(key)
         partition.pending_isr = new_isr
-        asyncio.get_running_loop().create_task(self._write_isr(partition, new_isr))
+        self._isr_queue.append((partition, new_isr))
+        if self._isr_writer is None or self._isr_writer.done():
+            self._isr_writer = asyncio.get_running_loop().create_task(self._send_isr_writes(), name="isr-writes")
+
+    async def _send_isr_writes(self) -> None:
+        """Send the queued ISR writes: the changes scheduled in one pass go out together, up to
+        :data:`ISR_WRITES_PER_REQUEST` per multi-op, :data:`ISR_REQUESTS_IN_FLIGHT` at once."""
+        await asyncio.sleep(0)
+        in_flight: set[asyncio.Task[None]] = set()
+        while self._isr_queue or in_flight:
+            if self._isr_queue and len(in_flight) < ISR_REQUESTS_IN_FLIGHT:
+                chunk = self._isr_queue[:ISR_WRITES_PER_REQUEST]
+                del self._isr_queue[:ISR_WRITES_PER_REQUEST]
+                in_flight.add(asyncio.get_running_loop().create_task(self._write_isr_chunk(chunk)))
+                continue
+            _, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+
+    async def _write_isr_chunk(self, chunk: list[tuple[Partition, list[int]]]) -> None:
+        """One multi-op of conditional ISR writes; when it fails as a whole (one lost a race),
+        each is written on its own."""
+        if len(chunk) == 1:
+            await self._write_isr(*chunk[0])
+            return
+        transaction = self.zookeeper.transaction()
+        written: list[tuple[Partition, list[int], znodes.PartitionState, int]] = []
+        for partition, new_isr in chunk:
+            state = znodes.PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=new_isr,
+                                          controller_epoch=partition.controller_epoch)
+            transaction.set_data(znodes.partition_state_path(partition.topic, partition.partition),
+                                 state.to_bytes(), partition.state_version)
+            written.append((partition, new_isr, state, len(partition.isr)))
+        try:
+            results = await transaction.commit()
+        except (ZNodeVersionConflictError, ZNodeMissingError):
+            await asyncio.gather(*(self._write_isr(partition, new_isr) for partition, new_isr in chunk))
+            return
+        except KafkaliteError as exc:
+            log.warning("ISR changes of %d partitions failed: %s", len(chunk), exc)
+            for partition, _ in chunk:
+                self._isr_write_done(partition)
+            return
+        for (partition, new_isr, state, replaced), result in zip(written, results):
+            try:
+                version = result.version if isinstance(result, ZNodeStat) else partition.state_version + 1
+                self._isr_written(partition, new_isr, state, replaced, version)
+            finally:
+                self._isr_write_done(partition)
+        await self._notify_isr_change(*(partition for partition, _, _, _ in written))
+
+    def _isr_written(self, partition: Partition, new_isr: list[int], state: znodes.PartitionState, replaced: int,
+                     version: int) -> None:
+        if partition.is_leader and partition.leader_epoch == state.leader_epoch:
+            log.info("%s: ISR is now %s", partition.name, new_isr)
+            if len(new_isr) < replaced:
+                self.events.isr_shrinks += 1
+            elif len(new_isr) > replaced:
+                self.events.isr_expands += 1
+            if version > partition.state_version:  # a later state the watch applied stays
+                partition.update_isr(new_isr, version)
+
+    def _isr_write_done(self, partition: Partition) -> None:
+        partition.pending_isr = None
+        self._isr_writes.discard((partition.topic, partition.partition))
 
     async def _write_isr(self, partition: Partition, new_isr: list[int]) -> None:
         """Conditional write of the state znode (same leader and epoch, new ISR)."""
-        key = (partition.topic, partition.partition)
         path = znodes.partition_state_path(partition.topic, partition.partition)
         # The write is conditional on the version this ISR was read at, so it is the ISR the write
         # replaces. The state znode's watch may apply the new ISR before the write's answer is seen.
@@ -855,14 +923,7 @@ class ReplicaManager:
             state = znodes.PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=new_isr,
                                           controller_epoch=partition.controller_epoch)
             stat = await self.zookeeper.set(path, state.to_bytes(), version=partition.state_version)
-            if partition.is_leader and partition.leader_epoch == state.leader_epoch:
-                log.info("%s: ISR is now %s", partition.name, new_isr)
-                if len(new_isr) < replaced:
-                    self.events.isr_shrinks += 1
-                elif len(new_isr) > replaced:
-                    self.events.isr_expands += 1
-                if stat.version > partition.state_version:  # a later state the watch applied stays
-                    partition.update_isr(new_isr, stat.version)
+            self._isr_written(partition, new_isr, state, replaced, stat.version)
             await self._notify_isr_change(partition)
         except ZNodeVersionConflictError:
             log.info("%s: ISR write lost a race; re-reading the partition state", partition.name)
@@ -870,13 +931,13 @@ class ReplicaManager:
         except (ZNodeMissingError, KafkaliteError) as exc:
             log.warning("%s: ISR change to %s failed: %s", partition.name, new_isr, exc)
         finally:
-            partition.pending_isr = None
-            self._isr_writes.discard(key)
+            self._isr_write_done(partition)
 
-    async def _notify_isr_change(self, partition: Partition) -> None:
-        """Tell the controller of an ISR change: the changes made while one notification is
+    async def _notify_isr_change(self, *partitions: Partition) -> None:
+        """Tell the controller of ISR changes: the changes made while one notification is
         being written go out together in the next (Kafka batches them the same way)."""
-        self._isr_changes_to_notify[znodes.PartitionRef(partition.topic, partition.partition)] = None
+        for partition in partitions:
+            self._isr_changes_to_notify[znodes.PartitionRef(partition.topic, partition.partition)] = None
         if self._isr_notifying:
             return
         self._isr_notifying = True

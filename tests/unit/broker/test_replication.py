@@ -336,3 +336,41 @@ def test_isr_changes_of_one_partition_made_while_a_notification_is_written_go_ou
         assert refs == [[ref], [ref]]
 
     run(scenario)
+
+
+def test_isr_changes_due_together_go_out_many_per_request_and_a_lost_race_costs_only_its_own(
+        run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1, replicas=True, candidate=False, replica_lag_time_max_ms=LAG_MS)
+        count = 250
+        await cluster.create_topic("wide", {number: [1, 2] for number in range(count)})
+        for number in range(count):
+            await cluster.write_state("wide", number, znodes.PartitionState(1, 0, [1], controller_epoch=7))
+        manager = node.replica_manager
+        await cluster.wait_until(lambda: len(manager.leaders) == count, "broker 1 leads every partition")
+        # Partition 7's cached state version is not ZooKeeper's (as after another writer's change):
+        # its conditional write loses the race; the others of its request are written one by one.
+        stale = manager.partitions[("wide", 7)]
+        stale.state_version += 5  # (a version ZooKeeper does not have: the write is refused)
+        commits = 0
+        transaction = manager.zookeeper.transaction
+
+        def counting_transaction() -> Any:
+            nonlocal commits
+            commits += 1
+            return transaction()
+
+        manager.zookeeper.transaction = counting_transaction  # type: ignore[method-assign]
+        for number in range(count):
+            partition = manager.partitions[("wide", number)]
+            manager._schedule_isr_write(partition, [1, 2])  # follower 2 caught up everywhere at once
+        await cluster.wait_until(lambda: all((state := cluster.state("wide", number)) is not None
+                                             and state[0].isr == [1, 2] for number in range(count) if number != 7),
+                                 "every other partition's ISR is written")
+        assert commits == 3  # 100 (refused as a whole) + 100 + 50 states, not 250 requests
+        await cluster.wait_until(lambda: not manager._isr_writes, "every write finished")
+        found = cluster.state("wide", 7)
+        assert found is not None and found[0].isr == [1]  # the lost race wrote nothing
+        assert stale.pending_isr is None and stale.state_version == found[1].version  # re-read
+
+    run(scenario)

@@ -731,7 +731,7 @@ def run_three_brokers(environment: Environment, runner: Runner, sizes: Sizes, wa
 
 SCALE_LINE = re.compile(
     r"^scale (?P<partitions>\d+) partitions .*created and in sync in (?P<seconds>[\d.]+) s; "
-    r"idle CPU % (?P<cpu>[\d./]+); RSS MB (?P<rss>[\d/]+), ZooKeeper (?P<zookeeper>\d+|nan); "
+    r"idle CPU % (?P<cpu>[\d./]+)(?: \([^)]*\))?; RSS MB (?P<rss>[\d/]+), ZooKeeper (?P<zookeeper>\d+|nan); "
     r"open files (?P<files>[\d/]+); Metadata all topics median (?P<metadata>[\d.]+) ms .*; "
     r"/metrics (?P<scrape>\d+) ms, (?P<scrape_kb>\d+) kB$")
 

@@ -387,19 +387,27 @@ def test_indexes_hold_no_open_descriptor(tmp_path: Path) -> None:
     partition_log.close()
 
 
+WRITE_EPOCHS = checkpoint.write_epochs
+
+
+def counted_epoch_writes(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[int, int]]]:
+    """Every leader-epoch file write from now on, by its entries (the writes still happen)."""
+    writes: list[list[tuple[int, int]]] = []
+
+    def counted(path: Path, entries: Any) -> None:
+        writes.append(list(entries))
+        WRITE_EPOCHS(path, entries)
+
+    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    return writes
+
+
 def test_an_epoch_taken_in_office_is_written_before_its_first_batch_not_when_taken(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     partition_log = open_log(tmp_path / "topic-0")
     partition_log.append_as_leader(values_batch(0, 10), leader_epoch=1)
     epochs_file = tmp_path / "topic-0" / files.LEADER_EPOCH_CHECKPOINT
-    writes: list[list[tuple[int, int]]] = []
-    real_write = checkpoint.write_epochs
-
-    def counted(path: Path, entries: Any) -> None:
-        writes.append(list(entries))
-        real_write(path, entries)
-
-    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    writes = counted_epoch_writes(monkeypatch)
     partition_log.record_leader_epoch(2)  # a leader taking office: memory only
     assert partition_log.epoch_cache.entries == [(1, 0), (2, 10)] and writes == []
     assert checkpoint.read_epochs(epochs_file) == [(1, 0)]
@@ -411,7 +419,7 @@ def test_an_epoch_taken_in_office_is_written_before_its_first_batch_not_when_tak
     with pytest.raises(KafkaStorageError):  # the batch of epoch 2 may not land before its epoch
         partition_log.append_as_leader(values_batch(10, 5), leader_epoch=2)
     assert partition_log.log_end_offset == 10 and partition_log.epoch_cache.unsynced
-    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    writes = counted_epoch_writes(monkeypatch)
     partition_log.append_as_leader(values_batch(10, 5), leader_epoch=2)
     assert writes == [[(1, 0), (2, 10)]]
     assert checkpoint.read_epochs(epochs_file) == [(1, 0), (2, 10)] and not partition_log.epoch_cache.unsynced
@@ -424,13 +432,12 @@ def test_the_checkpoint_job_writes_epochs_taken_in_office_and_retries_a_failed_w
     logs = [manager.get_or_create("topic", number) for number in range(3)]
     for partition_log in logs[:2]:
         partition_log.record_leader_epoch(4)
-    real_write = checkpoint.write_epochs
     failing = {logs[0].directory / files.LEADER_EPOCH_CHECKPOINT}
 
     def sometimes_full(path: Path, entries: Any) -> None:
         if path in failing:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        real_write(path, entries)
+        WRITE_EPOCHS(path, entries)
 
     monkeypatch.setattr(checkpoint, "write_epochs", sometimes_full)
     manager.checkpoint_all()
@@ -453,14 +460,7 @@ def test_opening_a_log_writes_no_epoch_file_and_its_first_batch_drops_stale_entr
     partition_log.close()
     epochs_file = tmp_path / "topic-0" / files.LEADER_EPOCH_CHECKPOINT
     assert checkpoint.read_epochs(epochs_file) == [(1, 0), (2, 10)]
-    writes: list[list[tuple[int, int]]] = []
-    real_write = checkpoint.write_epochs
-
-    def counted(path: Path, entries: Any) -> None:
-        writes.append(list(entries))
-        real_write(path, entries)
-
-    monkeypatch.setattr(checkpoint, "write_epochs", counted)
+    writes = counted_epoch_writes(monkeypatch)
     reopened = open_log(tmp_path / "topic-0")
     assert reopened.epoch_cache.entries == [(1, 0)] and writes == []  # dropped in memory only
     reopened.close()

@@ -35,6 +35,8 @@ from typing import Any
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.serial.writers import write_compact_array_length, write_legacy_array_length
+from kio.static.primitive import i32
 
 from kafkalite.errors import InvalidRequestError
 
@@ -186,17 +188,14 @@ def encode_item(cls: type[Any], item: Mapping[str, Any]) -> bytes:
 
 
 def encode_array_length(count: int, flexible: bool) -> bytes:
-    """The length prefix of a non-null array: a compact (unsigned varint of count + 1) one in
-    flexible versions, an int32 otherwise."""
-    if not flexible:
-        return _INT32.pack(count)
-    value = count + 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    """The length prefix of a non-null array as kio writes it: compact (an unsigned varint of
+    count + 1) in flexible versions, an int32 otherwise."""
+    buffer = io.BytesIO()
+    if flexible:
+        write_compact_array_length(buffer, count)
+    else:
+        write_legacy_array_length(buffer, i32(count))
+    return buffer.getvalue()
 
 
 def frame_response_body(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:

@@ -106,7 +106,9 @@ RESULTS_END = "<!-- benchmark-suite-results:end -->"
 STOP_GRACE_SECONDS = 90.0
 #: P10's own time limit: it starts and stops a cluster of thousands of partitions.
 P10_TIMEOUT_SECONDS = 1800.0
-SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P12")
+#: P11's time limit beyond its minutes of sending: the cluster's start, the group's join, the drain.
+P11_EXTRA_SECONDS = 300.0
+SCENARIOS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12")
 RECORD_SIZE = 100
 MiB = 1024 * 1024
 MB = 1000 * 1000
@@ -162,7 +164,10 @@ class Sizes:
     budget_seconds: float
     p5_reserve_seconds: float
     p12_seconds: float = 10.0
-    p12_repeat: int = 3
+    p12_repeat: int = 10
+    p12_repeat_seconds: float = 5.0
+    p11_minutes: int = 30
+    p11_warm_up_minutes: int = 5
     p10_steps: str = "1000,3000,10000"
     p10_faults: bool = True
 
@@ -174,8 +179,8 @@ class Sizes:
                        p3_poll=200_000, p4_records=50_000, p5_large_bytes=1000 * MB, p5_small_bytes=5 * MB,
                        p5_probe_bytes=128 * MiB, p6_records=1_000_000, p7_records=300_000, p7_small_records=30_000,
                        tool_timeout=60.0, p8_records=1_000_000, p9_records=300_000, budget_seconds=170.0,
-                       p5_reserve_seconds=45.0, p12_seconds=3.0, p12_repeat=1, p10_steps="1000",
-                       p10_faults=False)
+                       p5_reserve_seconds=45.0, p12_seconds=3.0, p12_repeat=1, p12_repeat_seconds=3.0,
+                       p10_steps="1000", p10_faults=False, p11_minutes=3, p11_warm_up_minutes=1)
         return cls(p1_send=1_000_000, p1_bulk=10_000_000, p2_send=300_000, p2_bulk=3_000_000, p3_bulk=10_000_000,
                    p3_poll=1_000_000, p4_records=300_000, p5_large_bytes=5000 * MB, p5_small_bytes=5 * MB,
                    p5_probe_bytes=256 * MiB, p6_records=3_000_000, p7_records=1_000_000, p7_small_records=100_000,
@@ -793,8 +798,10 @@ FAULT_LINE = re.compile(
 
 PACED_LINE = re.compile(
     r"^paced (?P<client>\S+) acks=(?P<acks>\S+) (?P<kind>keyed|unkeyed) over (?P<partitions>\d+) partitions"
-    r"(?P<consumer> with an assigned consumer)? (?P<rate>\d+)/s: sent (?P<sent>\d+) acked (?P<acked>\d+) "
-    r"in [\d.]+ s; ack ms p50 (?P<p50>[\d.]+|nan) p99 (?P<p99>[\d.]+|nan)")
+    r"(?P<consumer> with an assigned consumer| with a (?P<members>\d+)-member group)? (?P<rate>\d+)/s: "
+    r"sent (?P<sent>\d+) acked (?P<acked>\d+) in [\d.]+ s; ack ms p50 (?P<p50>[\d.]+|nan) p99 (?P<p99>[\d.]+|nan)"
+    r" max (?:[\d.]+|nan)(?:; end to end ms p50 (?P<e2e_p50>[\d.]+|nan) p99 (?P<e2e_p99>[\d.]+|nan) "
+    r"\((?P<read>\d+) read\))?")
 
 
 def run_paced_acks(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: list[Row]) -> None:
@@ -823,7 +830,7 @@ def run_paced_acks(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: l
     target = "every run's ack p99 <= 1.5x the run without the consumer before it"
     run = runner.run("kafkalite.bench.paced_acks", [
         "--bootstrap", cluster.bootstrap, "--rates", "5000", "--partitions", "1", "--kinds", "unkeyed",
-        "--assigned-consumer", "--repeat", str(sizes.p12_repeat), "--seconds", seconds], label)
+        "--assigned-consumer", "--repeat", str(sizes.p12_repeat), "--seconds", str(sizes.p12_repeat_seconds)], label)
     found = [match for line in run.lines if (match := PACED_LINE.match(line))]
     pairs = list(zip(found[0::2], found[1::2], strict=False))
     if len(pairs) < sizes.p12_repeat:
@@ -834,6 +841,69 @@ def run_paced_acks(cluster: BrokerCluster, runner: Runner, sizes: Sizes, rows: l
     figure = "; ".join(f"p99 {without['p99']} -> {with_consumer['p99']} ms ({ratio:.2f}x)"
                        for (without, with_consumer), ratio in zip(pairs, ratios, strict=True))
     rows.append(Row(label, figure, target, verdict(complete and max(ratios) <= 1.5)))
+    rows.append(group_end_to_end_row(runner, cluster.bootstrap, seconds))
+
+
+def group_end_to_end_row(runner: Any, bootstrap: str, seconds: str) -> Row:
+    """P12's end-to-end row: keyed records at 20,000 records/s over 12 partitions read by a
+    3-member group, beside one partition read by a 1-member group (the same producer and rate)."""
+    label = ("P12 end-to-end latency at 20,000 records/s, keyed over 12 partitions, acks=all, RF=3, "
+             "min.insync.replicas=2, a 3-member group (confluent-kafka)")
+    target = "p50 <= 5 ms, p99 <= 25 ms"
+    runs = [runner.run("kafkalite.bench.paced_acks", [
+        "--bootstrap", bootstrap, "--rates", "20000", "--partitions", partitions, "--kinds", kind,
+        "--group-members", members, "--seconds", seconds], f"{label} ({partitions} partitions)")
+        for partitions, kind, members in (("12", "keyed", "3"), ("1", "unkeyed", "1"))]
+    found = [next((match for line in run.lines if (match := PACED_LINE.match(line)) and match["e2e_p50"]), None)
+             for run in runs]
+    group, single = found
+    if group is None:
+        return Row(label, runs[0].failure() or "no result line", target, "skipped" if runs[0].skipped else "missed")
+    complete = group["sent"] == group["acked"] == group["read"]
+    figure = (f"p50 {group['e2e_p50']} ms, p99 {group['e2e_p99']} ms (acks p50 {group['p50']} / p99 {group['p99']} "
+              f"ms; {int(group['read']):,} of {int(group['sent']):,} read)")
+    if single is not None:
+        figure += f"; one partition, a 1-member group: p50 {single['e2e_p50']} ms, p99 {single['e2e_p99']} ms"
+    if not complete:
+        figure += "; records unacknowledged or unread"
+    met = complete and float(group["e2e_p50"]) <= 5 and float(group["e2e_p99"]) <= 25
+    return Row(label, figure, target, verdict(met))
+
+
+ENDURANCE_LINE = re.compile(
+    r"^endurance (?P<minutes>\d+) min at (?P<rate>\d+)/s \((?P<shape>[^)]*)\): RSS slope MB per 10 min after "
+    r"minute (?P<warm_up>\d+) (?P<slopes>[-\d./na]+) \(ZooKeeper (?P<zookeeper>[-\d.na]+)\); lag max "
+    r"(?P<lag_max>\d+) records, last (?P<lag_last>-?\d+); ack p99 first minute (?P<ack_first>[\d.na]+) ms, last "
+    r"(?P<ack_last>[\d.na]+) ms \((?P<ack_ratio>[\d.na]+)x\); end to end p99 first minute (?P<e2e_first>[\d.na]+) "
+    r"ms, last (?P<e2e_last>[\d.na]+) ms \((?P<e2e_ratio>[\d.na]+)x\); sent (?P<sent>\d+) acked (?P<acked>\d+) "
+    r"read (?P<read>\d+)(?P<failed>; \d+ failed)?$")
+
+
+def run_endurance(runner: Any, sizes: Sizes, rows: list[Row]) -> None:
+    """P11: a steady 20,000 records/s for ``sizes.p11_minutes`` (:mod:`kafkalite.bench.endurance`),
+    with a time limit of its own beyond the suite's budget."""
+    timeout = sizes.p11_minutes * 60 + P11_EXTRA_SECONDS
+    runner.deadline = max(runner.deadline, time.monotonic() + runner.reserve + timeout)
+    label = (f"P11 endurance, {sizes.p11_minutes} min at 20,000 records/s, keyed over 12 partitions, acks=all, "
+             "RF=3, min.insync.replicas=2, a 3-member group (confluent-kafka)")
+    target = ("RSS slope <= 1 MB per 10 min per broker after the warm-up; lag never above 1 s of records; the last "
+              "minute's ack and end-to-end p99 <= 1.5x the first minute's")
+    run = runner.run("kafkalite.bench.endurance", ["--minutes", str(sizes.p11_minutes), "--warm-up-minutes",
+                                                   str(sizes.p11_warm_up_minutes)], label, timeout=timeout)
+    match = next((found for line in run.lines if (found := ENDURANCE_LINE.match(line))), None)
+    if match is None:
+        rows.append(Row(label, run.failure() or "no result line", target, "skipped" if run.skipped else "missed"))
+        return
+    slopes = [float(value) for value in match["slopes"].split("/")]
+    complete = match["failed"] is None and match["sent"] == match["acked"] and int(match["read"]) >= int(match["acked"])
+    figure = (f"RSS slope {match['slopes']} MB per 10 min after minute {match['warm_up']} (ZooKeeper "
+              f"{match['zookeeper']}); lag max {int(match['lag_max']):,} records (last {int(match['lag_last']):,}); "
+              f"ack p99 {match['ack_first']} -> {match['ack_last']} ms ({match['ack_ratio']}x); end-to-end p99 "
+              f"{match['e2e_first']} -> {match['e2e_last']} ms ({match['e2e_ratio']}x); {int(match['sent']):,} sent, "
+              f"{int(match['read']):,} read" + ("" if complete else "; records lost or unread"))
+    met = (complete and all(slope <= 1 for slope in slopes) and int(match["lag_max"]) <= int(match["rate"])
+           and float(match["ack_ratio"]) <= 1.5 and float(match["e2e_ratio"]) <= 1.5)
+    rows.append(Row(label, figure, target, verdict(met)))
 
 
 def run_latency(cluster: BrokerCluster, runner: Runner, sizes: Sizes, topic_configs: dict[str, str]) -> Row:
@@ -1122,6 +1192,8 @@ def main(argv: list[str] | None = None) -> int:
             environment = None
         if "P10" in wanted:
             run_scale(runner, sizes, rows)
+        if "P11" in wanted:
+            run_endurance(runner, sizes, rows)
         if "P5" in wanted:
             run_storage(directory, sizes, rows, deadline)
     except KeyboardInterrupt:

@@ -9,12 +9,14 @@ only source of truth.
 bytes: a timestamp (int64) and a relative offset (int32); an entry is added only when the
 timestamp is larger than the last entry's, so both columns increase.
 
-The entries are kept in memory (arrays) and each new one is written to the file at once, through
-a descriptor opened for that write only: an index holds no open file, so a broker with thousands
-of partitions needs one descriptor per segment (its log), not three. An offset lookup is two binary
-searches: one in a summary list holding every 32nd entry's offset (a few KiB even for a full
-1 GiB segment, searched at C speed), then one among the 32 entries that summary entry
-starts — the same work, and nearly the same memory touched, for a small index and a large one.
+Each new entry is written to the file at once, through a descriptor opened for that write only:
+an index holds no open file, so a broker with thousands of partitions needs one descriptor per
+segment (its log), not three. Memory holds a summary (every 32nd entry) and the last 4 blocks of
+32 entries, not the whole index: a broker's memory does not grow with the data it keeps (an
+index of every entry grew by about 1.3 MB a minute on a broker taking 2.7 MB/s). A lookup is two
+binary searches: one in the summary (a few KiB even for a full 1 GiB segment), then one among
+the 32 entries of the block it names, read from memory when the block is among the last ones
+(where consumers and followers read) and with one ``pread`` from the file otherwise.
 Thread-safety: not thread-safe; the owning :class:`~kafkalite.storage.segment.Segment`'s caller
 serialises access.
 """
@@ -30,8 +32,121 @@ from pathlib import Path
 from kafkalite.storage import files
 
 _OFFSET_ENTRY = struct.Struct(">ii")
-_STRIDE = 32  # one summary entry per this many index entries
+_STRIDE = 32  # entries per block; the summary holds each block's first entry
+_TAIL_BLOCKS = 4  # the last blocks, kept in memory whole
 _TIME_ENTRY = struct.Struct(">qi")
+
+
+class _SparseColumns:
+    """The entries of one index file: two non-decreasing integer columns, an entry being
+    ``entry.pack(first, second)`` at ``number * entry.size``.
+
+    In memory: the summary (each block's first entry) and the entries from ``_tail_start`` (the
+    start of one of the last :data:`_TAIL_BLOCKS` blocks) to the end. Other blocks are read from
+    the file when a search lands in them.
+    """
+
+    def __init__(self, path: Path, entry: struct.Struct) -> None:
+        self.path = path
+        self._entry = entry
+        self.count = 0
+        self._summary: tuple[array[int], array[int]] = (array("q"), array("q"))
+        self._tail_start = 0
+        self._tail: tuple[array[int], array[int]] = (array("q"), array("q"))
+
+    def last(self) -> tuple[int, int]:
+        """The last entry (the index must not be empty)."""
+        return self._tail[0][-1], self._tail[1][-1]
+
+    def append(self, first: int, second: int) -> None:
+        _write_at(self.path, self._entry.pack(first, second), self.count * self._entry.size)
+        self._add(first, second)
+
+    def _add(self, first: int, second: int) -> None:
+        if self.count % _STRIDE == 0:
+            self._summary[0].append(first)
+            self._summary[1].append(second)
+        self._tail[0].append(first)
+        self._tail[1].append(second)
+        self.count += 1
+        if len(self._tail[0]) > _TAIL_BLOCKS * _STRIDE:
+            del self._tail[0][:_STRIDE]
+            del self._tail[1][:_STRIDE]
+            self._tail_start += _STRIDE
+
+    def _block(self, number: int) -> tuple[array[int], array[int]]:
+        """The entries of block ``number`` (from memory, or read from the file)."""
+        start = number * _STRIDE
+        if start >= self._tail_start:
+            end = min(start + _STRIDE, self.count)
+            offset = start - self._tail_start
+            return (self._tail[0][offset:end - self._tail_start], self._tail[1][offset:end - self._tail_start])
+        entries = self._read(start, start + _STRIDE)
+        return entries
+
+    def _read(self, start: int, end: int) -> tuple[array[int], array[int]]:
+        size = self._entry.size
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, (end - start) * size, start * size)
+        finally:
+            os.close(fd)
+        firsts: array[int] = array("q")
+        seconds: array[int] = array("q")
+        for first, second in self._entry.iter_unpack(data[:len(data) - len(data) % size]):
+            firsts.append(first)
+            seconds.append(second)
+        return firsts, seconds
+
+    def last_at_or_below(self, column: int, value: int) -> int:
+        """The number of the last entry whose ``column`` is <= ``value`` (-1 when none)."""
+        block = bisect_right(self._summary[column], value) - 1
+        if block < 0:
+            return -1
+        return block * _STRIDE + bisect_right(self._block(block)[column], value) - 1
+
+    def first_at_or_above(self, column: int, value: int) -> int:
+        """The number of the first entry whose ``column`` is >= ``value`` (``count`` when none)."""
+        block = bisect_left(self._summary[column], value) - 1
+        if block < 0:
+            return 0
+        return block * _STRIDE + bisect_left(self._block(block)[column], value)
+
+    def entry(self, number: int) -> tuple[int, int]:
+        firsts, seconds = self._block(number // _STRIDE)
+        return firsts[number % _STRIDE], seconds[number % _STRIDE]
+
+    def truncate(self, keep: int) -> None:
+        """Keep the first ``keep`` entries, in memory and in the file (a file longer than the
+        entries in memory, after a partly written entry, is cut as well)."""
+        if keep < self.count:
+            del self._summary[0][(keep + _STRIDE - 1) // _STRIDE:]
+            del self._summary[1][(keep + _STRIDE - 1) // _STRIDE:]
+            if keep >= self._tail_start:
+                del self._tail[0][keep - self._tail_start:]
+                del self._tail[1][keep - self._tail_start:]
+            else:
+                start = max(0, ((keep - 1) // _STRIDE - _TAIL_BLOCKS + 1) * _STRIDE) if keep else 0
+                self._tail = self._read(start, keep) if keep else (array("q"), array("q"))
+                self._tail_start = start
+            self.count = keep
+        os.truncate(self.path, keep * self._entry.size)
+
+    def reset(self) -> None:
+        self.count = 0
+        self._summary = (array("q"), array("q"))
+        self._tail_start = 0
+        self._tail = (array("q"), array("q"))
+        os.truncate(self.path, 0)
+
+    def replace(self, entries: list[tuple[int, int]]) -> None:
+        """Take ``entries`` (already in the file) as the index's content."""
+        self.count = 0
+        self._summary = (array("q"), array("q"))
+        self._tail_start = 0
+        self._tail = (array("q"), array("q"))
+        for first, second in entries:
+            self._add(first, second)
 
 
 class OffsetIndex:
@@ -43,17 +158,20 @@ class OffsetIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_entries)
-        self.relative_offsets: array[int] = array("q")
-        self.positions: array[int] = array("q")
-        self._summary: list[int] = []  # relative_offsets[::_STRIDE]
+        self._entries = _SparseColumns(path, _OFFSET_ENTRY)
         _create(path)
 
     def __len__(self) -> int:
-        return len(self.positions)
+        return self._entries.count
 
     @property
     def is_full(self) -> bool:
-        return len(self.positions) >= self.max_entries
+        return self._entries.count >= self.max_entries
+
+    @property
+    def last_position(self) -> int:
+        """The file position of the last entry (0 when empty)."""
+        return self._entries.last()[1] if self._entries.count else 0
 
     def load(self, log_size: int) -> bool:
         """Read the file; returns False (and empties the index) when its content is not sane."""
@@ -61,8 +179,7 @@ class OffsetIndex:
         if len(data) % self.entry_size:
             self.reset()
             return False
-        offsets: array[int] = array("q")
-        positions: array[int] = array("q")
+        entries = []
         previous_offset = -1
         previous_position = -1
         for relative_offset, position in _OFFSET_ENTRY.iter_unpack(data):
@@ -70,66 +187,46 @@ class OffsetIndex:
                     or relative_offset < 0:
                 self.reset()
                 return False
-            offsets.append(relative_offset)
-            positions.append(position)
+            entries.append((relative_offset, position))
             previous_offset, previous_position = relative_offset, position
-        self.relative_offsets, self.positions = offsets, positions
-        self._summary = offsets[::_STRIDE].tolist()
+        self._entries.replace(entries)
         return True
 
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
-        if self.positions and (relative <= self.relative_offsets[-1] or position <= self.positions[-1]):
-            return
-        count = len(self.positions)
-        _write_at(self.path, _OFFSET_ENTRY.pack(relative, position), count * self.entry_size)
-        self.relative_offsets.append(relative)
-        self.positions.append(position)
-        if count % _STRIDE == 0:
-            self._summary.append(relative)
+        if self._entries.count:
+            last_relative, last_position = self._entries.last()
+            if relative <= last_relative or position <= last_position:
+                return
+        self._entries.append(relative, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``; (base, 0) when none."""
-        target = offset - self.base_offset
-        block = bisect_right(self._summary, target) - 1
-        if block < 0:
+        number = self._entries.last_at_or_below(0, offset - self.base_offset)
+        if number < 0:
             return self.base_offset, 0
-        offsets = self.relative_offsets
-        low = block * _STRIDE
-        index = bisect_right(offsets, target, low, min(low + _STRIDE, len(offsets))) - 1
-        return self.base_offset + offsets[index], self.positions[index]
+        relative, position = self._entries.entry(number)
+        return self.base_offset + relative, position
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries for offsets at or above ``offset``."""
-        keep = bisect_left(self.relative_offsets, offset - self.base_offset)
-        self._truncate_entries(keep)
+        keep = self._entries.first_at_or_above(0, offset - self.base_offset)
+        if keep < self._entries.count:
+            self._entries.truncate(keep)
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or beyond ``position``."""
-        keep = bisect_left(self.positions, position)
-        self._truncate_entries(keep)
-
-    def _truncate_entries(self, keep: int) -> None:
-        if keep < len(self.positions):
-            del self.relative_offsets[keep:]
-            del self.positions[keep:]
-            del self._summary[(keep + _STRIDE - 1) // _STRIDE:]
-            os.truncate(self.path, keep * self.entry_size)
+        keep = self._entries.first_at_or_above(1, position)
+        if keep < self._entries.count:
+            self._entries.truncate(keep)
 
     def reset(self) -> None:
-        self.relative_offsets = array("q")
-        self.positions = array("q")
-        self._summary = []
-        os.truncate(self.path, 0)
+        self._entries.reset()
 
     def restore_length(self, entries: int) -> None:
         """Keep the first ``entries`` entries and cut the file to exactly them (undoes a failed
         append, including a partly written entry past the in-memory ones)."""
-        if entries < len(self.positions):
-            del self.relative_offsets[entries:]
-            del self.positions[entries:]
-            del self._summary[(entries + _STRIDE - 1) // _STRIDE:]
-        os.truncate(self.path, entries * self.entry_size)
+        self._entries.truncate(min(entries, self._entries.count))
 
     def flush(self) -> None:
         files.fsync_path(self.path)
@@ -147,36 +244,38 @@ class TimeIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_entries)
-        self.timestamps: array[int] = array("q")
-        self.relative_offsets: array[int] = array("q")
+        self._entries = _SparseColumns(path, _TIME_ENTRY)
         _create(path)
 
     def __len__(self) -> int:
-        return len(self.timestamps)
+        return self._entries.count
 
     @property
     def is_full(self) -> bool:
-        return len(self.timestamps) >= self.max_entries
+        return self._entries.count >= self.max_entries
 
     @property
     def last_timestamp(self) -> int:
-        return self.timestamps[-1] if self.timestamps else -1
+        return self._entries.last()[0] if self._entries.count else -1
+
+    @property
+    def last_relative_offset(self) -> int:
+        """The relative offset of the last entry (0 when empty)."""
+        return self._entries.last()[1] if self._entries.count else 0
 
     def load(self, max_relative_offset: int) -> bool:
         data = self.path.read_bytes()
         if len(data) % self.entry_size:
             self.reset()
             return False
-        timestamps: array[int] = array("q")
-        offsets: array[int] = array("q")
+        entries: list[tuple[int, int]] = []
         for timestamp, relative_offset in _TIME_ENTRY.iter_unpack(data):
-            if (timestamps and (timestamp <= timestamps[-1] or relative_offset < offsets[-1])) \
+            if (entries and (timestamp <= entries[-1][0] or relative_offset < entries[-1][1])) \
                     or relative_offset < 0 or relative_offset > max_relative_offset:
                 self.reset()
                 return False
-            timestamps.append(timestamp)
-            offsets.append(relative_offset)
-        self.timestamps, self.relative_offsets = timestamps, offsets
+            entries.append((timestamp, relative_offset))
+        self._entries.replace(entries)
         return True
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
@@ -184,11 +283,9 @@ class TimeIndex:
         if timestamp <= self.last_timestamp:
             return
         relative = offset - self.base_offset
-        if self.relative_offsets and relative < self.relative_offsets[-1]:
+        if self._entries.count and relative < self._entries.last()[1]:
             return
-        _write_at(self.path, _TIME_ENTRY.pack(timestamp, relative), len(self.timestamps) * self.entry_size)
-        self.timestamps.append(timestamp)
-        self.relative_offsets.append(relative)
+        self._entries.append(timestamp, relative)
 
     def lookup_before(self, timestamp: int) -> int:
         """Offset of the last entry whose timestamp is strictly below ``timestamp``.
@@ -196,29 +293,22 @@ class TimeIndex:
         Every record before that offset has a timestamp below ``timestamp``, so a scan for the
         first record at or after ``timestamp`` may start at the returned offset's batch.
         """
-        index = bisect_left(self.timestamps, timestamp) - 1
-        if index < 0:
+        number = self._entries.first_at_or_above(0, timestamp) - 1
+        if number < 0:
             return self.base_offset
-        return self.base_offset + self.relative_offsets[index]
+        return self.base_offset + self._entries.entry(number)[1]
 
     def truncate_to_offset(self, offset: int) -> None:
-        keep = bisect_left(self.relative_offsets, offset - self.base_offset)
-        if keep < len(self.timestamps):
-            del self.timestamps[keep:]
-            del self.relative_offsets[keep:]
-            os.truncate(self.path, keep * self.entry_size)
+        keep = self._entries.first_at_or_above(1, offset - self.base_offset)
+        if keep < self._entries.count:
+            self._entries.truncate(keep)
 
     def reset(self) -> None:
-        self.timestamps = array("q")
-        self.relative_offsets = array("q")
-        os.truncate(self.path, 0)
+        self._entries.reset()
 
     def restore_length(self, entries: int) -> None:
         """Keep the first ``entries`` entries and cut the file to exactly them."""
-        if entries < len(self.timestamps):
-            del self.timestamps[entries:]
-            del self.relative_offsets[entries:]
-        os.truncate(self.path, entries * self.entry_size)
+        self._entries.truncate(min(entries, self._entries.count))
 
     def flush(self) -> None:
         files.fsync_path(self.path)

@@ -420,10 +420,10 @@ class Segment:
 
     def _reload_tail(self) -> None:
         """Recompute next offset and max timestamp from the last index entry to the end."""
-        start_position = self.index.positions[-1] if len(self.index) else 0
+        start_position = self.index.last_position
         next_offset = self.base_offset
         max_timestamp = self.time_index.last_timestamp
-        offset_of_max = self.base_offset + (self.time_index.relative_offsets[-1] if len(self.time_index) else 0)
+        offset_of_max = self.base_offset + self.time_index.last_relative_offset
         bytes_since = 0
         for position, _base, last_offset, batch_max_timestamp in self._walk_headers(start_position):
             next_offset = last_offset + 1

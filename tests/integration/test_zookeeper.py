@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import time
@@ -193,6 +194,46 @@ def test_data_watch_runs_on_the_loop_thread(zookeeper_connect: str) -> None:
             await zk.create("/w", b"after cancel")
             assert await recorder.nothing_within(0.5)
         recorder.assert_all_on_loop_thread()
+
+    run(scenario)
+
+
+def test_a_thousand_data_watches_changed_at_once_each_deliver_the_last_version(zookeeper_connect: str) -> None:
+    """More watches than the session's window of reads in flight: the reads wait their turn,
+    and every watch still delivers each znode's last version, after its creation, after two
+    rounds of writes, and after its deletion."""
+    count = 1000
+
+    async def scenario() -> None:
+        latest: dict[int, int | None] = {}
+        changes = asyncio.Event()
+
+        def recorder(number: int) -> Callable[[bytes | None, ZNodeStat | None], None]:
+            def record(data: bytes | None, stat: ZNodeStat | None) -> None:
+                latest[number] = None if stat is None else stat.version
+                changes.set()
+            return record
+
+        async def settled(expected: int | None) -> None:
+            deadline = time.monotonic() + 60
+            while any(latest.get(number, "unset") != expected for number in range(count)):
+                assert time.monotonic() < deadline, (
+                    f"{sum(latest.get(n, 'unset') != expected for n in range(count))} watches short of {expected}")
+                changes.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changes.wait(), 1)
+
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as zk:
+            await zk.ensure_path("/many")
+            await asyncio.gather(*(zk.watch_data(f"/many/{number}", recorder(number)) for number in range(count)))
+            await settled(None)
+            await asyncio.gather(*(zk.create(f"/many/{number}", b"0") for number in range(count)))
+            await settled(0)
+            for version in (1, 2):
+                await asyncio.gather(*(zk.set(f"/many/{number}", b"%d" % version) for number in range(count)))
+                await settled(version)
+            await asyncio.gather(*(zk.delete(f"/many/{number}") for number in range(count)))
+            await settled(None)
 
     run(scenario)
 

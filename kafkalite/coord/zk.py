@@ -181,37 +181,52 @@ WATCH_READS_IN_FLIGHT = 16
 
 
 class _ReadWindow:
-    """At most ``limit`` reads in flight; the others wait in arrival order.
+    """At most ``limit`` reads in flight; the others wait in arrival order. A read is sent by
+    handing its ``send`` to ``dispatch``, which must run it on a thread that kazoo does not own:
+    kazoo calls back from its connection thread while holding its state (after a connection
+    loss it fails every queued request, in a loop, and a request queued from inside that loop
+    would be failed in turn, each writing a wake-up byte to a socket only that thread drains).
 
     Concurrency: called from kazoo's threads (watch events, answers, session changes) and from
-    the thread that sets a watch up; one lock guards the count and the queue, and no read is
-    sent while it is held.
+    the thread that sets a watch up; one lock guards the count and the queue, and ``dispatch``
+    is called outside it.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, dispatch: Callable[[Callable[[], None]], None]) -> None:
         self._limit = limit
+        self._dispatch = dispatch
         self._lock = threading.Lock()
         self._in_flight = 0
         self._waiting: deque[Callable[[], None]] = deque()
+        self._closed = False
+
+    def close(self) -> None:
+        """Send nothing more (the session is being closed): the waiting reads are dropped, and
+        the reads that fail as the session closes hand their slots to no one."""
+        with self._lock:
+            self._closed = True
+            self._waiting.clear()
 
     def submit(self, send: Callable[[], None]) -> None:
         """Send now when the window has room, else when a read in flight ends. ``send`` must
         lead to exactly one :meth:`done` (also when it fails)."""
         with self._lock:
+            if self._closed:
+                return
             if self._in_flight >= self._limit:
                 self._waiting.append(send)
                 return
             self._in_flight += 1
-        send()
+        self._dispatch(send)
 
     def done(self) -> None:
         """A read ended: its slot goes to the oldest waiting read."""
         with self._lock:
-            if not self._waiting:
+            if self._closed or not self._waiting:
                 self._in_flight -= 1
                 return
             send = self._waiting.popleft()
-        send()
+        self._dispatch(send)
 
 
 class _WindowedDataWatch:
@@ -365,10 +380,18 @@ class ZooKeeperClient:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._listeners = SessionListeners()
         self._watches: set[Watch] = set()
-        self._read_window = _ReadWindow(WATCH_READS_IN_FLIGHT)
+        self._read_window = _ReadWindow(WATCH_READS_IN_FLIGHT, self._dispatch_read)
         self._state = SessionState.LOST
         self._stopping = False
         self._used = False
+
+    def _dispatch_read(self, send: Callable[[], None]) -> None:
+        """Run a data watch's read on the loop (which only enqueues it with kazoo); dropped once
+        the loop is closed, when the client is stopped."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(send)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -458,6 +481,7 @@ class ZooKeeperClient:
         self._watches.clear()
         self._listeners.close()
         client.remove_listener(self._on_kazoo_state)
+        self._read_window.close()
         await self._blocking_quietly(client.stop)
         await self._blocking_quietly(client.close)
         self._client = None

@@ -391,6 +391,93 @@ def test_session_survives_a_short_partition_and_expires_in_a_long_one(
     run(scenario)
 
 
+def test_connection_cut_while_watch_reads_wait_loses_no_change_and_stops_cleanly(
+        zookeeper: ZooKeeperServer) -> None:
+    """A thousand watched znodes change at once and the connection is cut while most of their
+    reads still wait for the window: after the reconnect every watch delivers the last version,
+    and the client stops promptly (reads failed by the cut are re-sent from the loop, never
+    from kazoo's connection thread, which holds its state while it fails them)."""
+    count = 1000
+
+    async def scenario() -> None:
+        proxy = PartitionableProxy(zookeeper.port)
+        await proxy.start()
+        chroot = f"/cut-{os.getpid()}-{time.monotonic_ns()}"
+        latest: dict[int, int | None] = {}
+
+        def recorder(number: int) -> Callable[[bytes | None, ZNodeStat | None], None]:
+            def record(data: bytes | None, stat: ZNodeStat | None) -> None:
+                latest[number] = None if stat is None else stat.version
+            return record
+
+        try:
+            async with ZooKeeperClient(f"127.0.0.1:{zookeeper.port}{chroot}", session_timeout=6.0) as writer:
+                await writer.ensure_path("/many")
+                await asyncio.gather(*(writer.create(f"/many/{number}", b"0") for number in range(count)))
+                watcher = ZooKeeperClient(f"127.0.0.1:{proxy.port}{chroot}", session_timeout=6.0)
+                await watcher.start()
+                try:
+                    await asyncio.gather(*(watcher.watch_data(f"/many/{number}", recorder(number))
+                                           for number in range(count)))
+                    assert set(latest.values()) == {0}
+                    transaction = writer.transaction()
+                    for number in range(count):
+                        transaction.set_data(f"/many/{number}", b"1")
+                    await transaction.commit()  # a thousand notifications at once
+                    deadline = time.monotonic() + 30
+                    while 1 not in latest.values():
+                        assert time.monotonic() < deadline, "no notification reached the watcher"
+                        await asyncio.sleep(0)
+                    proxy.partition()  # the first reads are answered; most still wait their turn
+                    await asyncio.sleep(0.5)  # the behaviour: a cut much shorter than the 6 s session
+                    proxy.heal()
+                    deadline = time.monotonic() + 60
+                    while set(latest.values()) != {1}:
+                        assert time.monotonic() < deadline, f"{sum(v != 1 for v in latest.values())} watches behind"
+                        await asyncio.sleep(0.05)
+                finally:
+                    await asyncio.wait_for(watcher.stop(), 30)
+        finally:
+            await proxy.close()
+
+    run(scenario)
+
+
+def test_stop_while_a_thousand_watch_reads_wait_returns_promptly(zookeeper_connect: str) -> None:
+    """A broker stops its session while a thousand watch reads still wait for the window (its
+    controlled shutdown moved every leader a moment before): stop() returns promptly."""
+    count = 1000
+
+    async def scenario() -> None:
+        delivered: list[int] = []
+        async with ZooKeeperClient(zookeeper_connect, session_timeout=6.0) as writer:
+            root = f"/stopping-{os.getpid()}-{time.monotonic_ns()}"
+            await writer.ensure_path(root)
+            await asyncio.gather(*(writer.create(f"{root}/{number}", b"0") for number in range(count)))
+            watcher = ZooKeeperClient(zookeeper_connect, session_timeout=6.0)
+            await watcher.start()
+            try:
+                def record(data: bytes | None, stat: ZNodeStat | None) -> None:
+                    delivered.append(stat.version if stat is not None else -1)
+
+                await asyncio.gather(*(watcher.watch_data(f"{root}/{number}", record) for number in range(count)))
+                transaction = writer.transaction()
+                for number in range(count):
+                    transaction.set_data(f"{root}/{number}", b"1")
+                await transaction.commit()
+                deadline = time.monotonic() + 30
+                while 1 not in delivered:
+                    assert time.monotonic() < deadline, "no notification reached the watcher"
+                    await asyncio.sleep(0)
+            finally:
+                began = time.monotonic()
+                await asyncio.wait_for(watcher.stop(), 30)
+            assert delivered.count(1) < count, "every read was answered before the stop: nothing was waiting"
+            assert time.monotonic() - began < 15
+
+    run(scenario)
+
+
 def test_launcher_script_start_status_stop_round_trip(tmp_path: Path) -> None:
     data_dir = tmp_path / "scripted"
     port = free_ports(1)[0]

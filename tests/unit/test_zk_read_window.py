@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from kafkalite.coord.zk import _ReadWindow
 
 
+def _inline(send: Callable[[], None]) -> None:
+    send()
+
+
+def test_reads_are_sent_through_the_dispatcher_never_by_the_caller() -> None:
+    """kazoo calls back on its connection thread holding its state: a read must not be sent
+    from there, so the window hands every send to its dispatcher."""
+    handed: list[Callable[[], None]] = []
+    window = _ReadWindow(1, handed.append)
+    sent: list[int] = []
+    window.submit(lambda: sent.append(0))
+    window.submit(lambda: sent.append(1))
+    assert sent == [] and len(handed) == 1
+    handed.pop()()
+    window.done()  # the answer of read 0, on a kazoo thread: read 1 is handed on, not sent
+    assert sent == [0] and len(handed) == 1
+    handed.pop()()
+    assert sent == [0, 1]
+
+
 def test_reads_beyond_the_limit_wait_and_go_in_arrival_order() -> None:
-    window = _ReadWindow(2)
+    window = _ReadWindow(2, _inline)
     sent: list[int] = []
     for number in range(5):
         window.submit(lambda number=number: sent.append(number))  # type: ignore[misc]
@@ -29,7 +50,7 @@ def test_reads_beyond_the_limit_wait_and_go_in_arrival_order() -> None:
 def test_a_read_that_ends_while_being_sent_hands_its_slot_on() -> None:
     """A send whose answer comes back at once (done() inside send()) does not lose the slot or
     deadlock: the window's lock is not held while a read is sent."""
-    window = _ReadWindow(1)
+    window = _ReadWindow(1, _inline)
     sent: list[int] = []
 
     def send(number: int) -> None:
@@ -42,7 +63,7 @@ def test_a_read_that_ends_while_being_sent_hands_its_slot_on() -> None:
 
 
 def test_concurrent_submitters_never_exceed_the_limit() -> None:
-    window = _ReadWindow(3)
+    window = _ReadWindow(3, _inline)
     lock = threading.Lock()
     in_flight = peak = 0
     total = 0
@@ -68,3 +89,17 @@ def test_concurrent_submitters_never_exceed_the_limit() -> None:
         thread.join()
     assert total == 2000
     assert peak <= 3
+
+
+def test_a_closed_window_sends_nothing_more() -> None:
+    """Once the session is being closed, reads failing with it do not send the waiting ones
+    (kazoo fails them in a loop that would fail each new one in turn)."""
+    window = _ReadWindow(1, _inline)
+    sent: list[int] = []
+    for number in range(3):
+        window.submit(lambda number=number: sent.append(number))  # type: ignore[misc]
+    assert sent == [0]
+    window.close()
+    window.done()
+    window.submit(lambda: sent.append(9))
+    assert sent == [0]

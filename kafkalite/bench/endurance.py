@@ -11,7 +11,8 @@ confluent-kafka consumers, each in a process of its own, reads it
     endurance minute 7: sent 1200000 acked 1200000; ack ms p50 6.1 p99 12.9; lag 812 records;
         RSS MB 80.1/79.8/80.4, ZooKeeper 120.3; CPU % 45.2/44.9/46.1
 
-*lag*: records acknowledged and not yet read by the group at the sample; *RSS* from
+*lag*: records acknowledged and not yet read by the group at the sample (0 when the group has
+read records whose acknowledgements the driver has not served yet); *RSS* from
 ``/proc``; *CPU*: each broker's user and system CPU over the minute, as a share of one core.
 At the end it prints the end-to-end latency (send to the consumer's poll) of each minute and
 one summary line::
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import struct
 import sys
 import tempfile
@@ -188,7 +190,8 @@ def run(bootstrap: str, broker_pids: dict[int, int], zookeeper_pid: int, minutes
             poll(0)
             if now_ns() >= next_sample:
                 cpu_now = {broker: cpu_seconds(pid) for broker, pid in broker_pids.items()}
-                minute = Minute(len(samples) + 1, sent, counts["acked"], counts["acked"] - consumers.read(),
+                lag = max(0, counts["acked"] - consumers.read())  # the group may read before reports are served
+                minute = Minute(len(samples) + 1, sent, counts["acked"], lag,
                                 {broker: rss_mb(pid) for broker, pid in broker_pids.items()}, rss_mb(zookeeper_pid),
                                 {broker: 100 * (cpu_now[broker] - cpu_before[broker]) / 60 for broker in broker_pids})
                 minute.acks = acks.get(minute.index - 1, LatencyHistogram())
@@ -239,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--members: between 1 and the partitions")
     if not 0 <= options.warm_up_minutes < options.minutes - 1:
         parser.error("--warm-up-minutes: at least two samples must follow the warm-up")
+    # SIGTERM (the suite's time limit, Ctrl-C's cousin) ends the run through the cleanup below
+    signal.signal(signal.SIGTERM, lambda _number, _frame: sys.exit(143))
     from kafkalite.bench.local_cluster import start_cluster
 
     print("endurance settings: " + " ".join(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()), flush=True)

@@ -40,6 +40,7 @@ import array
 import importlib
 import math
 import multiprocessing
+import signal
 import statistics
 import struct
 import sys
@@ -488,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--group-members: between 0 and the partitions")
     if options.group_members and options.assigned_consumer:
         parser.error("--group-members and --assigned-consumer: one or the other")
+    # SIGTERM (the suite's time limit, Ctrl-C's cousin) ends the run through the cleanup below
+    signal.signal(signal.SIGTERM, lambda _number, _frame: sys.exit(143))
     PRODUCER_SETTINGS["linger.ms"] = options.linger_ms
     print("paced settings: " + " ".join(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()), flush=True)
     if options.bootstrap:

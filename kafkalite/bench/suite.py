@@ -41,12 +41,19 @@
   then at 10,000 (not with ``--quick``) SIGTERM of a broker (exit ≤ 10 s, no partition ever without a live
   leader in samples every 100 ms), its restart (back in every ISR ≤ 30 s), kill -9 of the controller
   (every partition led ≤ the ZooKeeper session timeout + 3 s) and the cluster's stop;
+* **P11** endurance, with :mod:`kafkalite.bench.endurance` on a cluster of its own: keyed records at
+  20,000 records/s for 30 minutes (``--quick``: 3) into 12 partitions, RF=3, acks=all, read by a 3-member
+  group of confluent-kafka consumers; RSS, CPU, lag and latency sampled each minute (targets: RSS slope
+  ≤ 1 MB per 10 minutes per broker after 5 minutes, lag never above one second of records, the last
+  minute's p99 ≤ 1.5× the first's);
 * **P12** confluent-kafka acknowledgements at a paced rate, 3 brokers, RF=3, acks=all,
   ``min.insync.replicas=2``, linger.ms=5, with :mod:`kafkalite.bench.paced_acks`: keyed records over 12
   partitions (several partitions per ProduceRequest) beside unkeyed ones at 5,000 and 50,000
-  records/s (target: keyed p99 ≤ 2× unkeyed); and one partition at 5,000 records/s with and without a
-  confluent-kafka consumer assigned to it, in alternating runs (target: every run with the consumer ≤ 1.5×
-  the run before it without).
+  records/s (target: keyed p99 ≤ 2× unkeyed); one partition at 5,000 records/s with and without a
+  confluent-kafka consumer assigned to it, in 10 alternating runs (target: every run with the consumer
+  ≤ 1.5× the run before it without); and end-to-end latency at 20,000 records/s, keyed over 12
+  partitions, read by a 3-member group, beside one partition and one member (target: p50 ≤ 5 ms,
+  p99 ≤ 25 ms).
 
 P1–P4 (and P6 and P7, with their own programs) run the command-line tools (``kafkalite.tools.producer_perf_test``,
 ``consumer_perf_test``, ``e2e_latency``) as child processes against clusters the suite starts
@@ -62,8 +69,10 @@ between the markers of its "Benchmark suite" section (appending the section when
 
 Bounds: a time budget of 14 minutes (``--quick``: 170 s) of which P5's share is kept back
 while P1–P4 run; each tool run is also limited (4 minutes, ``--quick`` 1), and a run cut short,
-or not started for want of time, is reported as such in the table. A full run took about
-3 minutes on the project's 2-core machine under load, ``--quick`` about 1. P5 first checks the
+or not started for want of time, is reported as such in the table. P10 and P11 have time limits
+of their own beyond the budget (30 minutes; P11's minutes and 5 more), so a full run takes about
+an hour on the project's 2-core machine; without them (``--only`` the others) about 8 minutes,
+``--quick`` about 1 plus P10's and P11's few minutes. P5 first checks the
 free space of ``--dir`` and is skipped, with the reason in the table, when it is short.
 Everything written is deleted at the end, and every process started is stopped — also on
 Ctrl-C or SIGTERM.
@@ -1129,9 +1138,10 @@ def _raise_interrupt(signal_number: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios, print the table, write the docs; 0, 1 on failure, 130 interrupted."""
-    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P9) and print "
+    parser = ToolArgumentParser(prog="bench.sh", description="Run the benchmark suite (P1-P12) and print "
                                      "one markdown table of the figures against the targets.")
-    parser.add_argument("--quick", action="store_true", help="fewer records and a 1 GB log (under 3 minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer records, a 1 GB log, 1,000 partitions, 3 minutes of P11 (about 7 minutes)")
     parser.add_argument("--only", metavar="P1,P3", help="run only these scenarios (comma-separated)")
     parser.add_argument("--dir", default=tempfile.gettempdir(),
                         help="where the temporary clusters and logs go (default: the system temp directory)")

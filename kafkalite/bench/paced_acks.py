@@ -40,6 +40,7 @@ import array
 import importlib
 import math
 import multiprocessing
+import os
 import signal
 import statistics
 import struct
@@ -319,7 +320,8 @@ def _consume_until_stopped(bootstrap: str, topic: str, partitions: int, group: s
 
             consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
         unpack, now_ns = _STAMP.unpack_from, time.perf_counter_ns
-        while not stopping.is_set():
+        parent = os.getppid()
+        while not stopping.is_set() and os.getppid() == parent:  # ends with its driver, however it ended
             first = consumer.poll(0.1)  # returns at the first record; consume() would wait its timeout out
             if first is None:
                 continue

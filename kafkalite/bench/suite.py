@@ -314,9 +314,13 @@ class Runner:
                 if line:
                     log(f"  {line}")
             process.wait()
-        except BaseException:
-            process.kill()
-            process.wait()
+        except BaseException:  # the suite is interrupted: the tool stops what it started, as at its limit
+            process.terminate()
+            try:
+                process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
             raise
         finally:
             watchdog.cancel()

@@ -199,9 +199,8 @@ def test_data_watch_runs_on_the_loop_thread(zookeeper_connect: str) -> None:
 
 
 def test_a_thousand_data_watches_changed_at_once_each_deliver_the_last_version(zookeeper_connect: str) -> None:
-    """More watches than the session's window of reads in flight: the reads wait their turn,
-    and every watch still delivers each znode's last version, after its creation, after two
-    rounds of writes, and after its deletion."""
+    """A thousand watches whose znodes change at once: every watch delivers each znode's last
+    version, after its creation, after two rounds of writes, and after its deletion."""
     count = 1000
 
     async def scenario() -> None:
@@ -394,9 +393,8 @@ def test_session_survives_a_short_partition_and_expires_in_a_long_one(
 def test_connection_cut_while_watch_reads_wait_loses_no_change_and_stops_cleanly(
         zookeeper: ZooKeeperServer) -> None:
     """A thousand watched znodes change at once and the connection is cut while most of their
-    reads still wait for the window: after the reconnect every watch delivers the last version,
-    and the client stops promptly (reads failed by the cut are re-sent from the loop, never
-    from kazoo's connection thread, which holds its state while it fails them)."""
+    re-reads are still to come: after the reconnect every watch delivers the last version, and
+    the client stops promptly."""
     count = 1000
 
     async def scenario() -> None:
@@ -428,7 +426,7 @@ def test_connection_cut_while_watch_reads_wait_loses_no_change_and_stops_cleanly
                     while 1 not in latest.values():
                         assert time.monotonic() < deadline, "no notification reached the watcher"
                         await asyncio.sleep(0)
-                    proxy.partition()  # the first reads are answered; most still wait their turn
+                    proxy.partition()  # the first re-reads are answered; most are still to come
                     await asyncio.sleep(0.5)  # the behaviour: a cut much shorter than the 6 s session
                     proxy.heal()
                     deadline = time.monotonic() + 60
@@ -444,8 +442,10 @@ def test_connection_cut_while_watch_reads_wait_loses_no_change_and_stops_cleanly
 
 
 def test_stop_while_a_thousand_watch_reads_wait_returns_promptly(zookeeper_connect: str) -> None:
-    """A broker stops its session while a thousand watch reads still wait for the window (its
-    controlled shutdown moved every leader a moment before): stop() returns promptly."""
+    """A broker stops its session while a thousand watch re-reads are still to come (its
+    controlled shutdown moved every leader a moment before): stop() returns promptly. A watch
+    that sent its re-read from kazoo's connection thread while that thread failed the queued
+    requests made this hang."""
     count = 1000
 
     async def scenario() -> None:

@@ -55,24 +55,11 @@ from kafkalite.bench.paced_acks import (
     create_topic,
     ensure_offsets_topic,
 )
+from kafkalite.bench.procfs import cpu_seconds, rss_mb
 
 _STAMP = struct.Struct(">q")
 MINUTE_NS = 60_000_000_000
 KEYS = 1000
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of process ``pid`` in MB (nan when /proc does not say)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def slope_per_ten_minutes(samples: list[tuple[float, float]]) -> float:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import os
 import signal
 import statistics
 import sys
@@ -49,26 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.bench.local_cluster import start_cluster
+from kafkalite.bench.procfs import cpu_seconds, open_files, rss_mb
 
 METADATA_ROUNDS = 30
 #: How often the fault phase's sampler asks for every partition's leader.
 SAMPLE_SECONDS = 0.1
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _open_files(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def _in_sync(admin: Any, names: set[str]) -> bool:
@@ -274,9 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 first = admin.list_topics(timeout=30)
                 first_ms = (time.perf_counter() - began) * 1000
                 time.sleep(options.settle_seconds)  # the brokers finish what the step started
-                before = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
+                before = {broker_id: cpu_seconds(pid) for broker_id, pid in pids.items()}
                 time.sleep(options.idle_seconds)  # the idle window is the measurement itself
-                after = {broker_id: _cpu_seconds(pid) for broker_id, pid in pids.items()}
+                after = {broker_id: cpu_seconds(pid) for broker_id, pid in pids.items()}
                 times = []
                 for _ in range(METADATA_ROUNDS):
                     began = time.perf_counter()
@@ -287,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                     scraped = answer.read()
                 scrape_ms = (time.perf_counter() - began) * 1000
                 cpu = "/".join(f"{100 * (after[key] - before[key]) / options.idle_seconds:.1f}" for key in pids)
-                rss = "/".join(f"{_rss_mb(pid):.0f}" for pid in pids.values())
-                files = "/".join(str(_open_files(pid)) for pid in pids.values())
-                zookeeper_rss = _rss_mb(zookeeper.pid) if zookeeper.pid is not None else float("nan")
+                rss = "/".join(f"{rss_mb(pid):.0f}" for pid in pids.values())
+                files = "/".join(str(open_files(pid)) for pid in pids.values())
+                zookeeper_rss = rss_mb(zookeeper.pid) if zookeeper.pid is not None else float("nan")
                 print(f"scale {total} partitions (RF={options.replication_factor}, 3 brokers, "
                       f"{len(first.topics)} topics): created and in sync in {seconds:.1f} s; idle CPU % {cpu} "
                       f"({options.settle_seconds:.0f} s after); "

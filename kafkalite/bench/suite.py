@@ -103,6 +103,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from kafkalite.bench.procfs import cpu_seconds
 from kafkalite.local.cluster import PACKAGE_PARENT, BrokerCluster
 from kafkalite.local.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
 from kafkalite.tools.common import ToolArgumentParser
@@ -245,15 +246,6 @@ def verdict(met: bool) -> str:
 # --- processes --------------------------------------------------------------------------------
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def children_cpu_seconds() -> float:
     """CPU seconds of the waited-for child processes so far (the tool runs)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -284,7 +276,7 @@ class Runner:
             log(f"{label}: skipped, the time budget ran out")
             return ToolRun([], 0, 0.0, 0.0, 0.0, skipped=True)
         log(f"{label}: {' '.join(command[2:])}")
-        brokers_before = sum(process_cpu_seconds(pid) for pid in self.broker_pids)
+        brokers_before = sum(cpu_seconds(pid) for pid in self.broker_pids)
         children_before = children_cpu_seconds()
         started = time.monotonic()
         process = subprocess.Popen(command, cwd=ROOT, env=dict(self.environment, **(environment or {})),
@@ -329,7 +321,7 @@ class Runner:
         for line in errors:
             log(f"  stderr: {line}")
         result = ToolRun(lines, process.returncode, seconds, children_cpu_seconds() - children_before,
-                         sum(process_cpu_seconds(pid) for pid in self.broker_pids) - brokers_before,
+                         sum(cpu_seconds(pid) for pid in self.broker_pids) - brokers_before,
                          timed_out.is_set(), errors)
         log(f"  wall {seconds:.1f} s, tool CPU {result.client_cpu:.1f} s, broker CPU {result.broker_cpu:.1f} s")
         self.notes.append(f"{label}: wall {seconds:.1f} s, tool {result.client_cpu:.1f} s, "

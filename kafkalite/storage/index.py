@@ -81,8 +81,7 @@ class _SparseColumns:
             end = min(start + _STRIDE, self.count)
             offset = start - self._tail_start
             return (self._tail[0][offset:end - self._tail_start], self._tail[1][offset:end - self._tail_start])
-        entries = self._read(start, start + _STRIDE)
-        return entries
+        return self._read(start, start + _STRIDE)
 
     def _read(self, start: int, end: int) -> tuple[array[int], array[int]]:
         size = self._entry.size

@@ -22,8 +22,10 @@ Concurrency contract
   :class:`~kafkalite.errors.CoordinationError`; the outcome of a write that failed that way is
   unknown, so callers re-read before retrying. A request that has no answer after
   ``request_timeout`` seconds fails the same way.
-* Watches are kazoo recipes: they are re-armed after a reconnect and after a session expiry, and
-  deliver the current state again when it changed while they were blind.
+* Watches are re-armed after a reconnect and after a session expiry, and deliver the current
+  state again when it changed while they were blind: children watches are kazoo's recipe, data
+  watches :class:`_WindowedDataWatch`, whose reads (at the start and after each change) share
+  one window per session of :data:`WATCH_READS_IN_FLIGHT` asynchronous reads in flight.
 * After :meth:`ZooKeeperClient.stop` starts, no callback or listener is invoked any more.
 
 Error mapping (always chained with ``raise ... from``): NodeExistsError → ZNodeExistsError,
@@ -40,23 +42,29 @@ import contextlib
 import functools
 import logging
 import posixpath
+import selectors
 import threading
+import types
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
+from kazoo.handlers.utils import selector_select
 from kazoo.protocol.states import ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import ChildrenWatch
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
@@ -161,11 +169,201 @@ def _translated(operation: str, path: str | None = None) -> Iterator[None]:
         raise _translate(exc, operation, path) from exc
 
 
+#: The selector module kazoo's connection thread waits with: poll(2), whose set of two
+#: descriptors costs one call per wait; kazoo's default makes, fills and closes an epoll
+#: instance for every wait, a third of that thread's time when thousands of watches fire.
+_POLL_SELECTORS = types.SimpleNamespace(EVENT_READ=selectors.EVENT_READ, EVENT_WRITE=selectors.EVENT_WRITE,
+                                        DefaultSelector=selectors.PollSelector)
+
+
+class _PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler, waiting with poll(2) instead of a fresh epoll instance (no
+    limit on descriptor numbers either, unlike select(2): a broker holds thousands of files)."""
+
+    def select(self, *args: Any, **kwargs: Any) -> Any:
+        return selector_select(*args, selectors_module=_POLL_SELECTORS, **kwargs)
+
+
 class ZooKeeperTransaction(TransactionBuilder):
     """An all-or-nothing ZooKeeper ``multi`` (see :class:`~kafkalite.coord.coordinator.TransactionBuilder`)."""
 
     def __init__(self, client: ZooKeeperClient) -> None:
         super().__init__(client._commit)
+
+
+#: Data-watch reads one session keeps in flight at most. kazoo's own recipe reads one at a time,
+#: a round trip each in its single callback thread, so thousands of state znodes changing at once
+#: (a broker back in every ISR) reached the loop one round trip after another, and every other
+#: watch of the session (the registrations under /brokers/ids among them) waited behind them:
+#: a controller saw a broker leave and come back as one "bounce", tens of seconds late. With no
+#: limit at all the reads of three brokers flood the one ZooKeeper server.
+WATCH_READS_IN_FLIGHT = 256
+
+
+class _ReadWindow:
+    """At most ``limit`` reads in flight; the others wait in arrival order. A read is sent by
+    handing its ``send`` to ``dispatch``, which must run it on a thread that kazoo does not own:
+    kazoo calls back from its connection thread while holding its state (after a connection
+    loss it fails every queued request, in a loop, and a request queued from inside that loop
+    would be failed in turn, each writing a wake-up byte to a socket only that thread drains).
+
+    Concurrency: called from kazoo's threads (watch events, answers, session changes) and from
+    the thread that sets a watch up; one lock guards the count and the queue, and ``dispatch``
+    is called outside it.
+    """
+
+    def __init__(self, limit: int, dispatch: Callable[[Callable[[], None]], None]) -> None:
+        self._limit = limit
+        self._dispatch = dispatch
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._waiting: deque[Callable[[], None]] = deque()
+        self._closed = False
+
+    def close(self) -> None:
+        """Send nothing more (the session is being closed): the waiting reads are dropped, and
+        the reads that fail as the session closes hand their slots to no one."""
+        with self._lock:
+            self._closed = True
+            self._waiting.clear()
+
+    def submit(self, send: Callable[[], None]) -> None:
+        """Send now when the window has room, else when a read in flight ends. ``send`` must
+        lead to exactly one :meth:`done` (also when it fails)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._in_flight >= self._limit:
+                self._waiting.append(send)
+                return
+            self._in_flight += 1
+        self._dispatch(send)
+
+    def done(self) -> None:
+        """A read ended: its slot goes to the oldest waiting read."""
+        with self._lock:
+            if self._closed or not self._waiting:
+                self._in_flight -= 1
+                return
+            send = self._waiting.popleft()
+        self._dispatch(send)
+
+
+class _WindowedDataWatch:
+    """kazoo's DataWatch semantics, its reads asynchronous and windowed: ``func(data, stat)``
+    once at the start and after every change of the znode's version (mzxid), (None, None) while
+    it is absent; read again after a reconnect or a session expiry; ``func`` returning False
+    ends it. ``started(error)`` is called once, after the first delivery or the first failure
+    that no reconnect will repair.
+
+    Each read (a get with the watch, or, for an absent znode, an exists with the watch) goes
+    through the session's :class:`_ReadWindow`. Answers of one session arrive in the order the
+    reads were sent, so a later read never delivers an older version.
+
+    Concurrency: events, answers and session changes arrive on kazoo's threads; a per-watch lock
+    serialises deliveries, and a read already waiting for the window is not queued twice.
+    """
+
+    def __init__(self, client: KazooClient, window: _ReadWindow, path: str, func: Callable[..., bool | None],
+                 started: Callable[[BaseException | None], None]) -> None:
+        self._client = client
+        self._window = window
+        self._path = path
+        self._func = func
+        self._started: Callable[[BaseException | None], None] | None = started
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._ever_called = False
+        self._stopped = False
+        self._waiting = False
+        client.add_listener(self._on_session)
+        self._read()
+
+    def _read(self, _event: object = None) -> None:
+        with self._lock:
+            if self._stopped or self._waiting:
+                return
+            self._waiting = True
+        self._window.submit(self._send)
+
+    def _send(self) -> None:
+        with self._lock:
+            self._waiting = False
+            stopped = self._stopped
+        if stopped:
+            self._window.done()
+            return
+        try:
+            self._client.get_async(self._path, watch=self._read).rawlink(self._on_get)
+        except Exception as exc:  # a closed client
+            self._window.done()
+            self._fail(exc)
+
+    def _on_get(self, result: Any) -> None:
+        try:
+            data, stat = result.get_nowait()
+        except NoNodeError:
+            try:  # the same slot of the window, until the exists answers
+                self._client.exists_async(self._path, watch=self._read).rawlink(self._on_exists)
+            except Exception as exc:
+                self._window.done()
+                self._fail(exc)
+            return
+        except Exception as exc:  # connection loss, expiry: the session listener reads again
+            self._window.done()
+            self._fail(exc)
+            return
+        self._window.done()
+        self._deliver(data, stat)
+
+    def _on_exists(self, result: Any) -> None:
+        self._window.done()
+        try:
+            stat = result.get_nowait()
+        except Exception as exc:
+            self._fail(exc)
+            return
+        if stat is not None:
+            self._read()  # created meanwhile: read its data
+        else:
+            self._deliver(None, None)
+
+    def _deliver(self, data: bytes | None, stat: ZnodeStat | None) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            version = None if stat is None else stat.mzxid
+            if self._ever_called and version == self._version:
+                return
+            self._version = version
+            self._ever_called = True
+            try:
+                keep = self._func(data, stat)
+            except Exception:
+                logger.exception("data watch on %s failed", self._path)
+                keep = None
+            if keep is False:
+                self._stop_locked()
+            started, self._started = self._started, None
+        if started is not None:
+            started(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        logger.debug("data watch on %s: read failed (%s); read again on reconnect", self._path, exc)
+        if isinstance(exc, (ConnectionLoss, SessionExpiredError)):
+            return  # the read after the reconnect completes the start, as kazoo's retry would
+        started, self._started = self._started, None
+        if started is not None:
+            started(exc)
+
+    def _on_session(self, state: str) -> None:
+        if state == KazooState.CONNECTED and not self._stopped:
+            self._read()  # only queues the read: the connection thread calling us is not held
+
+    def _stop_locked(self) -> None:
+        self._stopped = True
+        with contextlib.suppress(Exception):  # already removed, or the client is gone
+            self._client.remove_listener(self._on_session)
 
 
 class ZooKeeperClient:
@@ -202,9 +400,18 @@ class ZooKeeperClient:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._listeners = SessionListeners()
         self._watches: set[Watch] = set()
+        self._read_window = _ReadWindow(WATCH_READS_IN_FLIGHT, self._dispatch_read)
         self._state = SessionState.LOST
         self._stopping = False
         self._used = False
+
+    def _dispatch_read(self, send: Callable[[], None]) -> None:
+        """Run a data watch's read on the loop (which only enqueues it with kazoo); dropped once
+        the loop is closed, when the client is stopped."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(send)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -294,6 +501,7 @@ class ZooKeeperClient:
         self._watches.clear()
         self._listeners.close()
         client.remove_listener(self._on_kazoo_state)
+        self._read_window.close()
         await self._blocking_quietly(client.stop)
         await self._blocking_quietly(client.close)
         self._client = None
@@ -316,6 +524,7 @@ class ZooKeeperClient:
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0),
             auth_data=self._auth_data or None,
+            handler=_PollingHandler(),
         )
 
     def _acl(self, path: str) -> list[ACL] | None:
@@ -576,9 +785,24 @@ class ZooKeeperClient:
             return None
 
         self._watches.add(watch)
+        first: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if not first.done():
+                if error is None:
+                    first.set_result(None)
+                else:
+                    first.set_exception(error)
+
+        def started(error: BaseException | None) -> None:  # kazoo thread
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                loop.call_soon_threadsafe(settle, error)
+
         try:
             with _translated("watch_data", path):
-                await self._blocking(DataWatch, client, path, on_data)
+                # ends at its first event after the watch is cancelled (on_data returns False)
+                _WindowedDataWatch(client, self._read_window, path, on_data, started)
+                await first
         except BaseException:
             watch.cancel()
             self._watches.discard(watch)

@@ -25,7 +25,8 @@ bounce; topics or partitions appear; deletions or preferred elections are reques
   transaction; every broker then deletes its logs when its watch sees the topic go;
 * preferred-replica elections (requested in ``/admin/preferred_replica_election`` or by the
   periodic auto-rebalance) move leadership back to the first replica when it is in the ISR;
-* controlled shutdown requests move leadership off the stopping broker before it goes.
+* controlled shutdown requests move leadership off the stopping broker before it goes; the pass they
+  wake drops it from the ISRs it follows in (a broker shutting down is a dead follower);
 
 Brokers learn every decision through their own watches on the state znodes (see
 :mod:`kafkalite.broker.metadata`); the controller sends them nothing.
@@ -140,6 +141,7 @@ class Controller:
             if known is not None and known != broker.epoch:
                 log.info("controller: broker %d bounced (epoch %d -> %d)", broker_id, known, broker.epoch)
                 self._bounced.add(broker_id)
+                self._shutting_down.discard(broker_id)  # its new registration is not shutting down
         self._broker_epochs = {broker_id: broker.epoch for broker_id, broker in live.items()}
         self._shutting_down &= set(live)
         self._full_pass = True
@@ -607,7 +609,8 @@ class Controller:
             return True
         if state.leader not in live or state.leader in bounced or state.leader in self._shutting_down:
             return True
-        return any(replica != state.leader and (replica not in live or replica in bounced) for replica in state.isr)
+        return any(replica != state.leader and (replica not in live or replica in bounced
+                                                or replica in self._shutting_down) for replica in state.isr)
 
     async def _elect_new_partitions(self, infos: list[PartitionInfo], live: set[int]) -> None:
         """Write the first state of new partitions: the first live replica leads, every live
@@ -656,7 +659,8 @@ class Controller:
                 return (info, election.leader, state.leader_epoch + 1, election.isr), "unclean"
             return (info, election.leader, state.leader_epoch + 1, election.isr), "election"
         dead_followers = [replica for replica in state.isr
-                          if replica != state.leader and (replica not in live or replica in bounced)]
+                          if replica != state.leader and (replica not in live or replica in bounced
+                                                          or replica in self._shutting_down)]
         if dead_followers:
             isr = [replica for replica in state.isr if replica not in dead_followers]
             return (info, state.leader, state.leader_epoch + 1, isr), "state"
@@ -801,43 +805,44 @@ class Controller:
 
     # -- controlled shutdown ------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Move leadership off ``broker_id`` and drop it from ISRs; returns the replicated partitions
-        it still leads that a retry could move. A partition with no other replica has nowhere to
-        go and is not counted (Kafka's ``replicatedPartitionsBrokerLeads``), nor is one whose other
-        replicas are all down or shutting down: the broker shuts down at once instead of retrying
-        (the last broker of a cluster, a single-broker cluster). One whose other replica is up but
-        out of the ISR is counted: it may rejoin before the broker's next attempt."""
+        """Move leadership off ``broker_id``; returns the replicated partitions it still leads
+        that a retry could move. A partition with no other replica has nowhere to go and is not
+        counted (Kafka's ``replicatedPartitionsBrokerLeads``), nor is one whose other replicas are
+        all down or shutting down: the broker shuts down at once instead of retrying (the last
+        broker of a cluster, a single-broker cluster). One whose other replica is up but out of
+        the ISR is counted: it may rejoin before the broker's next attempt.
+
+        The broker's places in the ISRs of the partitions it follows are given up by the pass
+        this call wakes (a broker shutting down counts as a dead follower), many states per
+        request, so that the answer waits only for the leader moves: the stopping broker has
+        already stopped fetching, and its departure would shrink those ISRs in any case."""
         if not self.active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         known = self.metadata.brokers.get(broker_id)
         if known is not None and broker_epoch >= 0 and known.epoch != broker_epoch:
             raise StaleBrokerEpochError(f"broker {broker_id} epoch {broker_epoch} is not {known.epoch}")
         self._shutting_down.add(broker_id)
-        self._full_pass = True  # a later pass moves what this one could not
+        self._full_pass = True  # the next pass shrinks the ISRs and moves what this call could not
         live = set(self.metadata.brokers)
         remaining: list[tuple[str, int]] = []
-        # Leadership moves first, then the ISRs the broker leaves, many states per request.
         moves: list[StateWrite] = []
-        shrinks: list[StateWrite] = []
         for topic_info in list(self.metadata.topics.values()):
             for info in list(topic_info.partitions.values()):
                 state = info.state
-                if state is None or broker_id not in info.replicas or len(info.replicas) < 2:
-                    if state is not None and state.leader == broker_id and len(info.replicas) >= 2:
+                if state is None or state.leader != broker_id:
+                    continue
+                if broker_id not in info.replicas or len(info.replicas) < 2:
+                    if len(info.replicas) >= 2:
                         remaining.append((info.topic, info.partition))
                     continue
-                if state.leader == broker_id:
-                    election = assignment.elect_for_controlled_shutdown(info.replicas, state.isr, live,
-                                                                        self._shutting_down)
-                    if election is None:
-                        if any(replica != broker_id and replica in live and replica not in self._shutting_down
-                               for replica in info.replicas):
-                            remaining.append((info.topic, info.partition))
-                    else:
-                        moves.append((info, election.leader, state.leader_epoch + 1, election.isr))
-                elif broker_id in state.isr:
-                    shrinks.append((info, state.leader, state.leader_epoch + 1,
-                                    [replica for replica in state.isr if replica != broker_id]))
+                election = assignment.elect_for_controlled_shutdown(info.replicas, state.isr, live,
+                                                                    self._shutting_down)
+                if election is None:
+                    if any(replica != broker_id and replica in live and replica not in self._shutting_down
+                           for replica in info.replicas):
+                        remaining.append((info.topic, info.partition))
+                else:
+                    moves.append((info, election.leader, state.leader_epoch + 1, election.isr))
         moved = 0
         for (info, _, _, _), done in zip(moves, await self._write_states(moves)):
             if done:
@@ -845,8 +850,8 @@ class Controller:
                 moved += 1
             else:
                 remaining.append((info.topic, info.partition))
-        await self._write_states(shrinks)
-        if moves or shrinks:
-            log.info("controller: controlled shutdown of broker %d moved %d leaders and left %d ISRs; %d remain",
-                     broker_id, moved, len(shrinks), len(remaining))
+        self._wake.set()
+        if moves or remaining:
+            log.info("controller: controlled shutdown of broker %d moved %d leaders; %d remain", broker_id, moved,
+                     len(remaining))
         return remaining

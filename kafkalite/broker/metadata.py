@@ -80,6 +80,10 @@ class PartitionInfo:
     removing: list[int] = field(default_factory=list)
     #: The topic this partition belongs to, whose :attr:`TopicInfo.changes` an adopted state counts in.
     owner: TopicInfo | None = field(default=None, repr=False, compare=False)
+    #: This partition's last metadata answer and what it was built from (state, replicas, live
+    #: brokers): while those are the same objects, the answer is the same object too.
+    answer: tuple[object, object, frozenset[int], PartitionMetadata] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def leader(self) -> int:
@@ -525,11 +529,20 @@ class MetadataCache:
             return kept[3]
         partitions = []
         for number, entry in sorted(info.partitions.items()):
+            # Under a burst of leader changes every topic changes between two requests, but few
+            # of its partitions do: each unchanged partition answers its previous object.
+            previous = entry.answer
+            if previous is not None and previous[0] is entry.state and previous[1] is entry.replicas \
+                    and (previous[2] is live or previous[2] == live):
+                partitions.append(previous[3])
+                continue
             leader = entry.leader if entry.leader in live else -1
-            partitions.append(PartitionMetadata(
+            answered = PartitionMetadata(
                 number, leader, entry.leader_epoch, list(entry.replicas), entry.isr,
                 [replica for replica in entry.replicas if replica not in live],
-                0 if leader >= 0 else LeaderNotAvailableError.errno))
+                0 if leader >= 0 else LeaderNotAvailableError.errno)
+            entry.answer = (entry.state, entry.replicas, live, answered)
+            partitions.append(answered)
         answer = TopicMetadata(topic, partitions, 0, topic in INTERNAL_TOPICS, info.topic_id)
         self._topic_answers[topic] = (info, info.changes, live, answer)
         return answer

@@ -286,6 +286,8 @@ class MetadataService:
         #: Per Metadata version, each topic's encoding beside the cache's TopicMetadata it was
         #: built from: topic name → (TopicMetadata, encoded topic).
         self.kept_topics: dict[int, dict[str, tuple[protocol.TopicMetadata, bytes]]] = {}
+        #: Likewise each partition's: (topic, partition) → (PartitionMetadata, encoded partition).
+        self.kept_partitions: dict[int, dict[tuple[str, int], tuple[protocol.PartitionMetadata, bytes]]] = {}
 
     def health(self) -> BrokerHealth:
         return BrokerHealth(self.config.broker_id, self.cache.controller_id, self.controller.active,

@@ -179,6 +179,14 @@ def item_class(api_key: int, api_version: int, field_name: str) -> type[Any]:
     raise KeyError(f"{field_name} is not an array of entities in response {api_key} v{api_version}")
 
 
+def nested_item_class(cls: type[Any], field_name: str) -> type[Any]:
+    """The kio class of the items of the array ``field_name`` of the entity class ``cls``."""
+    for spec in _fields(cls):
+        if spec.name == field_name and spec.kind == _ENTITIES and spec.nested is not None:
+            return spec.nested
+    raise KeyError(f"{field_name} is not an array of entities in {cls.__name__}")
+
+
 def encode_item(cls: type[Any], item: Mapping[str, Any]) -> bytes:
     """One array item (a kio entity of ``cls``, built from ``item``) encoded as it appears
     inside its response; items joined after :func:`encode_array_length` make the array."""

@@ -123,21 +123,57 @@ def _encode_all_topics(services: Any, version: int, answer: dict[str, Any],
                        topics: list[protocol.TopicMetadata]) -> bytes:
     """The encoded Metadata body of ``answer`` with ``topics`` as its topics array. Each topic's
     encoding is kept beside the cache's TopicMetadata it was built from (the cache answers the
-    same object while the topic is unchanged), so only changed topics are encoded again."""
+    same object while the topic is unchanged), so only changed topics are encoded again; and a
+    changed topic joins its partitions' kept encodings, so only its changed partitions are."""
     item_class = codec.item_class(METADATA, version, "topics")
     kept = services.metadata.kept_topics.get(version, {})
+    kept_partitions = services.metadata.kept_partitions.get(version, {})
     fresh: dict[str, tuple[protocol.TopicMetadata, bytes]] = {}
+    fresh_partitions: dict[tuple[str, int], tuple[protocol.PartitionMetadata, bytes]] = {}
     parts: list[bytes] = []
     for topic in topics:
         entry = kept.get(topic.name)
         if entry is None or entry[0] is not topic:
-            entry = (topic, codec.encode_item(item_class, _metadata_topic(topic)))
+            entry = (topic, _encode_topic(item_class, version, topic, kept_partitions, fresh_partitions))
+        else:
+            for partition in topic.partitions:
+                key = (topic.name, partition.partition)
+                kept_partition = kept_partitions.get(key)
+                if kept_partition is not None:
+                    fresh_partitions[key] = kept_partition
         fresh[topic.name] = entry
         parts.append(entry[1])
     services.metadata.kept_topics[version] = fresh
-    empty = codec.encode_response_body(METADATA, version, answer)  # with an empty topics array
-    flexible = version >= 9
-    tail_size = _metadata_tail_size(version)
+    services.metadata.kept_partitions[version] = fresh_partitions
+    return _splice_array(codec.encode_response_body(METADATA, version, answer), parts, version >= 9,
+                         _metadata_tail_size(version))
+
+
+def _encode_topic(item_class: type[Any], version: int, topic: protocol.TopicMetadata,
+                  kept: dict[tuple[str, int], tuple[protocol.PartitionMetadata, bytes]],
+                  fresh: dict[tuple[str, int], tuple[protocol.PartitionMetadata, bytes]]) -> bytes:
+    """One topic of a Metadata answer: its fields encoded with no partitions, its partitions'
+    encodings (kept beside the cache's PartitionMetadata objects) spliced in."""
+    fields = _metadata_topic(topic)
+    partition_fields = fields["partitions"]
+    fields["partitions"] = []
+    partition_class = codec.nested_item_class(item_class, "partitions")
+    parts: list[bytes] = []
+    for partition, item in zip(topic.partitions, partition_fields):
+        key = (topic.name, partition.partition)
+        entry = kept.get(key)
+        if entry is None or entry[0] is not partition:
+            entry = (partition, codec.encode_item(partition_class, item))
+        fresh[key] = entry
+        parts.append(entry[1])
+    # after a topic's partitions: topic_authorized_operations (v8+), tagged fields (v9+)
+    return _splice_array(codec.encode_item(item_class, fields), parts, version >= 9,
+                         (4 if version >= 8 else 0) + (1 if version >= 9 else 0))
+
+
+def _splice_array(empty: bytes, parts: list[bytes], flexible: bool, tail_size: int) -> bytes:
+    """``empty`` (an encoding whose last array, followed by ``tail_size`` bytes, is empty) with
+    ``parts`` as that array's items."""
     head = empty[:len(empty) - tail_size - len(codec.encode_array_length(0, flexible))]
     return b"".join([head, codec.encode_array_length(len(parts), flexible), *parts,
                      empty[len(empty) - tail_size:]])

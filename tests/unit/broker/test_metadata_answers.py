@@ -174,3 +174,34 @@ def test_only_a_changed_topic_is_encoded_again(run: Run) -> None:
         assert seen(response)[1] == {"clicks": [(0, -1, 1)], "views": [(0, -1, 0)]}
 
     run(scenario)
+
+
+def test_a_changed_topic_encodes_again_only_its_changed_partitions(run: Run) -> None:
+    """A burst of leader changes touches every topic between two requests but few partitions
+    of each: the others answer their previous objects and encodings."""
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await cluster.add_broker(2, candidate=False)
+        await create_topic(cluster, "views", {0: [1, 2], 1: [2, 1], 2: [1]})
+        await cluster.wait_until(lambda: all(
+            (info := node.metadata.partition("views", number)) is not None and info.leader >= 0
+            for number in range(3)), "views is led")
+        context = context_over(node.metadata)
+        before, _ = await ask(context)
+        answered = {item.partition: item for item in node.metadata.topic_metadata("views").partitions}
+        encoded = dict(context.services.metadata.kept_partitions[12])
+        info = node.metadata.partition("views", 1)
+        assert info is not None and info.state is not None
+        assert info.adopt_state(znodes.PartitionState(1, info.state.leader_epoch + 1, [1], controller_epoch=1),
+                                info.state_version + 1)
+        after, response = await ask(context)
+        again = {item.partition: item for item in node.metadata.topic_metadata("views").partitions}
+        assert again[0] is answered[0] and again[2] is answered[2] and again[1] is not answered[1]
+        kept = context.services.metadata.kept_partitions[12]
+        assert kept[("views", 0)][1] is encoded[("views", 0)][1]
+        assert kept[("views", 1)][1] != encoded[("views", 1)][1]
+        assert seen(response)[1]["views"][1] == (1, 1, info.state.leader_epoch)
+        full, _ = await ask(context_over(node.metadata, authorizer=object()))
+        assert after.body == codec.encode_response_body(3, 12, full) != before.body
+
+    run(scenario)

@@ -85,6 +85,8 @@ ALTER_ENTITY_CONFIGS = PREFIX + "/admin/alter_entity_configs"
 ELECT_LEADERS = PREFIX + "/admin/elect_leaders"
 DESCRIBE_CLUSTER = PREFIX + "/admin/describe_cluster"
 CONTROLLED_SHUTDOWN = PREFIX + "/admin/controlled_shutdown"
+#: partition states another broker wrote (the controller's decisions, a leader's ISR changes)
+PARTITION_STATES = PREFIX + "/admin/partition_states"
 ALTER_PARTITION_REASSIGNMENTS = PREFIX + "/admin/alter_partition_reassignments"
 LIST_PARTITION_REASSIGNMENTS = PREFIX + "/admin/list_partition_reassignments"
 TOPIC_RECORDS = PREFIX + "/topics/{topic}/records"

@@ -164,6 +164,7 @@ HTTP_NEEDS: dict[str, HttpNeeds] = {
     protocol.ALTER_ENTITY_CONFIGS: _cluster(ALTER_CONFIGS),
     protocol.ELECT_LEADERS: _cluster(ALTER),
     protocol.CONTROLLED_SHUTDOWN: _cluster(CLUSTER_ACTION),
+    protocol.PARTITION_STATES: _cluster(CLUSTER_ACTION),
     protocol.ALTER_PARTITION_REASSIGNMENTS: _cluster(ALTER),
     protocol.LIST_PARTITION_REASSIGNMENTS: _cluster(DESCRIBE),
     protocol.FIND_COORDINATOR: lambda caller, body, path: [

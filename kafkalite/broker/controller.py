@@ -29,7 +29,9 @@ bounce; topics or partitions appear; deletions or preferred elections are reques
   wake drops it from the ISRs it follows in (a broker shutting down is a dead follower);
 
 Brokers learn every decision through their own watches on the state znodes (see
-:mod:`kafkalite.broker.metadata`); the controller sends them nothing.
+:mod:`kafkalite.broker.metadata`), and sooner from the controller itself: every batch of states
+it wrote goes to :attr:`Controller.publish_states`, which the broker sends to the other brokers
+(:mod:`kafkalite.broker.state_push`, Kafka's LeaderAndIsr); a lost send costs only time.
 
 Time: every delay of the controller (coalescing bursts of notifications, the retry after a
 lost race, the auto-rebalance interval) goes through the injected ``sleep`` coroutine
@@ -46,7 +48,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from kafkalite import assignment
-from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo
+from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo, PublishedState
 from kafkalite.broker.stats import BrokerEvents
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
@@ -73,6 +75,10 @@ STATES_PER_REQUEST = 100
 REQUESTS_IN_FLIGHT = 4
 #: One state write: the partition, its new leader, leader epoch and ISR.
 StateWrite = tuple[PartitionInfo, int, int, list[int]]
+
+
+def _publish_nowhere(states: list[PublishedState]) -> None:
+    """The default :attr:`Controller.publish_states`: the watches alone carry the states."""
 
 
 class Controller:
@@ -118,6 +124,9 @@ class Controller:
         self._reassignments: dict[tuple[str, int], list[int]] = {}
         self._stopped = False
         self.enabled = False  # set once this broker is registered: no controller before that
+        #: Called on the loop with every batch of states this controller wrote (the broker sends
+        #: them to the other brokers, as Kafka's controller sends LeaderAndIsr).
+        self.publish_states: Callable[[list[PublishedState]], None] = _publish_nowhere
         self._election_lock = asyncio.Lock()
         #: elections started by a /controller watch, so that stop() can end them
         self._elections: set[asyncio.Task[bool]] = set()
@@ -306,14 +315,17 @@ class Controller:
                 await self.metadata.reload_partition_state(info.topic, info.partition)
                 self._retry_soon()
             return False
-        return self._adopt_written(info, state, results)
+        written = self._adopt_written(info, state, results)
+        self.publish_states([written])
+        return True
 
     @staticmethod
-    def _adopt_written(info: PartitionInfo, state: znodes.PartitionState, results: list[TransactionResult]) -> bool:
+    def _adopt_written(info: PartitionInfo, state: znodes.PartitionState,
+                       results: list[TransactionResult]) -> PublishedState:
         written = results[-1]
         new_version = written.version if isinstance(written, ZNodeStat) else 0
         info.adopt_state(state, new_version)  # the watch may have delivered a later version already
-        return True
+        return info.topic, info.partition, state, new_version
 
     async def _write_states(self, writes: list[StateWrite]) -> list[bool]:
         """Write many partitions' states (``(partition, leader, leader epoch, ISR)``), each
@@ -354,9 +366,11 @@ class Controller:
         except (ZNodeVersionConflictError, ZNodeExistsError, ZNodeMissingError):
             return list(await asyncio.gather(*(self._write_state(*write) for write in chunk)))
         position = 1  # after the epoch check
+        published: list[PublishedState] = []
         for info, state, taken in steps:
             position += taken
-            self._adopt_written(info, state, results[:position])
+            published.append(self._adopt_written(info, state, results[:position]))
+        self.publish_states(published)
         return [True] * len(chunk)
 
     def _retry_soon(self) -> None:

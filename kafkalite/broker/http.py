@@ -45,6 +45,7 @@ from kafkalite import protocol
 from kafkalite.broker import access, acl_http, console, entity_config_http, http_auth, http_codec as codec, txn_http
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import BrokerServices
+from kafkalite.broker.state_push import decode_states
 from kafkalite.broker.stats import CHANNEL, HTTP, RequestStats
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
@@ -409,6 +410,7 @@ def build_app(services: BrokerServices) -> web.Application:
         web.post(protocol.ELECT_LEADERS, api.elect_leaders),
         web.get(protocol.DESCRIBE_CLUSTER, api.describe_cluster),
         web.post(protocol.CONTROLLED_SHUTDOWN, api.controlled_shutdown),
+        web.post(protocol.PARTITION_STATES, api.partition_states),
         web.post(protocol.ALTER_PARTITION_REASSIGNMENTS, api.alter_reassignments),
         web.post(protocol.LIST_PARTITION_REASSIGNMENTS, api.list_reassignments),
         web.post(protocol.TOPIC_RECORDS, api.produce_json),
@@ -732,6 +734,11 @@ class BrokerApi:
         remaining = await self.services.controller.controlled_shutdown(broker_id, broker_epoch)
         return _json_response({"error_code": 0, "remaining_partitions": [
             {"topic": topic, "partition": partition} for topic, partition in remaining]})
+
+    async def partition_states(self, request: web.Request) -> web.Response:
+        """States another broker wrote to ZooKeeper and sends ahead of this broker's watches."""
+        states = decode_states(await _json_body(request))
+        return _json_response({"error_code": 0, "adopted": self.services.metadata.cache.adopt_sent(states)})
 
     async def alter_reassignments(self, request: web.Request) -> web.Response:
         targets = codec.decode_reassignments(await _json_body(request))

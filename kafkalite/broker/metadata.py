@@ -67,6 +67,10 @@ class LiveBroker:
         return None
 
 
+#: A partition state as written to ZooKeeper: (topic, partition, state, znode version).
+PublishedState = tuple[str, int, znodes.PartitionState, int]
+
+
 @dataclass
 class PartitionInfo:
     """Assignment plus current state of one partition (state None until the controller set it)."""
@@ -84,6 +88,9 @@ class PartitionInfo:
     #: brokers): while those are the same objects, the answer is the same object too.
     answer: tuple[object, object, frozenset[int], PartitionMetadata] | None = field(
         default=None, repr=False, compare=False)
+    #: The newest znode version the cache's listeners were told of (a sent state and the watch
+    #: then deliver the same version: the listeners hear of it once).
+    notified_version: int = field(default=-1, repr=False, compare=False)
 
     @property
     def leader(self) -> int:
@@ -419,14 +426,34 @@ class MetadataCache:
                     self._changed_now()
                     self._notify("on_partition_changed", entry)
                 return
+            if stat.version == entry.state_version and stat.version <= entry.notified_version:
+                return  # sent by the broker that wrote it, and told already
             try:
                 state = znodes.PartitionState.from_bytes(data, path)
             except KafkaliteError as exc:
                 log.warning("ignoring partition state: %s", exc)
                 return
             if entry.adopt_state(state, stat.version):
+                entry.notified_version = max(entry.notified_version, stat.version)
                 self._notify("on_partition_changed", entry)
         return on_state
+
+    def adopt_sent(self, states: list[PublishedState]) -> int:
+        """Take the states another broker wrote and sent (the controller's decisions, a leader's
+        ISR changes) ahead of the watches; a state older than the one held, or of a partition
+        not in the cache yet, is left to the watch. Returns how many were taken."""
+        taken = 0
+        for topic, number, state, version in states:
+            entry = self.partition(topic, number)
+            if entry is None or (entry.state is not None and version <= entry.state_version):
+                continue
+            if entry.adopt_state(state, version):
+                taken += 1
+                entry.notified_version = max(entry.notified_version, version)
+                self._notify("on_partition_changed", entry)
+        if taken:
+            self._signal()
+        return taken
 
     def _on_deletions(self, children: list[str]) -> None:
         self.topics_being_deleted = set(children)

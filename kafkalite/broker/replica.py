@@ -55,7 +55,7 @@ from collections.abc import Callable
 from kafkalite import protocol
 from kafkalite.broker.fetch_session import FetchSession, FetchSessions, SessionPartition
 from kafkalite.broker.fetcher import FetcherManager
-from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo
+from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo, PublishedState
 from kafkalite.broker.partition import Partition, Role, build_producer_state
 from kafkalite.broker.producer_state import ProducerEntry, ProducerStateManager
 from kafkalite.broker.stats import BrokerEvents, TopicStats
@@ -162,6 +162,9 @@ class ReplicaManager:
         # session is suspended or lost, or the process was stalled): it then serves no partition.
         self.fenced_reason: str | None = None
         self.leadership_listeners: list[Callable[[Partition], None]] = []
+        #: Called on the loop with the ISR changes this broker wrote as leader (the broker sends
+        #: them to the other brokers ahead of their watches).
+        self.publish_states: Callable[[list[PublishedState]], None] = lambda states: None
         #: Called as (topic, partition, producer id, committed) for every transaction marker
         #: appended here, as leader or follower (see :meth:`add_marker_listener`).
         self.marker_listeners: list[Callable[[str, int, int, bool], None]] = []
@@ -890,12 +893,15 @@ class ReplicaManager:
             for partition, _ in chunk:
                 self._isr_write_done(partition)
             return
+        published: list[PublishedState] = []
         for (partition, new_isr, state, replaced), result in zip(written, results):
             try:
                 version = result.version if isinstance(result, ZNodeStat) else partition.state_version + 1
                 self._isr_written(partition, new_isr, state, replaced, version)
+                published.append((partition.topic, partition.partition, state, version))
             finally:
                 self._isr_write_done(partition)
+        self.publish_states(published)
         await self._notify_isr_change(*(partition for partition, _, _, _ in written))
 
     def _isr_written(self, partition: Partition, new_isr: list[int], state: znodes.PartitionState, replaced: int,
@@ -924,6 +930,7 @@ class ReplicaManager:
                                           controller_epoch=partition.controller_epoch)
             stat = await self.zookeeper.set(path, state.to_bytes(), version=partition.state_version)
             self._isr_written(partition, new_isr, state, replaced, stat.version)
+            self.publish_states([(partition.topic, partition.partition, state, stat.version)])
             await self._notify_isr_change(partition)
         except ZNodeVersionConflictError:
             log.info("%s: ISR write lost a race; re-reading the partition state", partition.name)

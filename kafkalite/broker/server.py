@@ -49,6 +49,7 @@ from kafkalite.broker.services import (
     RecordsService,
     ReplicaService,
 )
+from kafkalite.broker.state_push import StatePublisher
 from kafkalite.broker.stats import BrokerStats
 from kafkalite.broker.tls_contexts import inter_broker_context, listener_contexts
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
@@ -107,6 +108,10 @@ class Broker:
         self.transport = AsyncTransport(request_timeout_ms=config.request_timeout_ms, client_id="broker-admin",
                                         ssl_context=inter_broker_context(config))
         self._authenticate_inter_broker_calls()
+        # The states this broker writes (as controller, as leader) go to the other brokers too.
+        self.state_publisher = StatePublisher(config, self.metadata, self.transport)
+        self.controller.publish_states = self.state_publisher.publish
+        self.replica_manager.publish_states = self.state_publisher.publish
         self.broker_epoch = -1
         self._listener: BrokerListener | None = None
         self._jobs: list[asyncio.Task[None]] = []
@@ -212,6 +217,7 @@ class Broker:
             job.cancel()
         await asyncio.gather(*self._jobs, *([self._verifier] if self._verifier else []), return_exceptions=True)
         await self.controller.stop()
+        await self.state_publisher.stop()
         await self.txn_coordinator.stop()
         await self.group_coordinator.stop()
         await self.replica_manager.stop()

@@ -27,7 +27,7 @@ JSON_POST_ROUTES = [
     protocol.METADATA, protocol.LIST_OFFSETS, protocol.OFFSETS_FOR_LEADER_EPOCH, protocol.INIT_PRODUCER_ID,
     protocol.DELETE_RECORDS,
     protocol.CREATE_TOPICS, protocol.DELETE_TOPICS, protocol.CREATE_PARTITIONS, protocol.DESCRIBE_CONFIGS,
-    protocol.ALTER_CONFIGS, protocol.ELECT_LEADERS, protocol.CONTROLLED_SHUTDOWN,
+    protocol.ALTER_CONFIGS, protocol.ELECT_LEADERS, protocol.CONTROLLED_SHUTDOWN, protocol.PARTITION_STATES,
     protocol.ALTER_PARTITION_REASSIGNMENTS, protocol.LIST_PARTITION_REASSIGNMENTS,
     protocol.TOPIC_RECORDS.format(topic="boundary"), protocol.FIND_COORDINATOR, protocol.JOIN_GROUP,
     protocol.SYNC_GROUP, protocol.HEARTBEAT, protocol.LEAVE_GROUP, protocol.OFFSET_COMMIT, protocol.OFFSET_FETCH,

@@ -738,7 +738,7 @@ class BrokerApi:
     async def partition_states(self, request: web.Request) -> web.Response:
         """States another broker wrote to ZooKeeper and sends ahead of this broker's watches."""
         states = decode_states(await _json_body(request))
-        return _json_response({"error_code": 0, "adopted": self.services.metadata.cache.adopt_sent(states)})
+        return _json_response({"error_code": 0, "adopted": self.services.metadata.cache.adopt_states(states)})
 
     async def alter_reassignments(self, request: web.Request) -> web.Response:
         targets = codec.decode_reassignments(await _json_body(request))

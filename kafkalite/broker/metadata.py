@@ -410,7 +410,10 @@ class MetadataCache:
         if entry.state is None:  # a new partition: the controller must elect its leader
             self._notify("on_partition_changed", entry)
 
-    def _state_callback(self, topic: str, partition: int) -> Callable[[bytes | None, ZNodeStat | None], None]:
+    def _state_callback(self, topic: str, partition: int,
+                        reread: bool = False) -> Callable[[bytes | None, ZNodeStat | None], None]:
+        """The watch's callback (``reread``: of an explicit read, which applies even a version
+        the listeners were told of)."""
         path = znodes.partition_state_path(topic, partition)
 
         def on_state(data: bytes | None, stat: ZNodeStat | None) -> None:
@@ -426,7 +429,7 @@ class MetadataCache:
                     self._changed_now()
                     self._notify("on_partition_changed", entry)
                 return
-            if stat.version == entry.state_version and stat.version <= entry.notified_version:
+            if not reread and stat.version == entry.state_version and stat.version <= entry.notified_version:
                 return  # sent by the broker that wrote it, and told already
             try:
                 state = znodes.PartitionState.from_bytes(data, path)
@@ -438,22 +441,27 @@ class MetadataCache:
                 self._notify("on_partition_changed", entry)
         return on_state
 
-    def adopt_sent(self, states: list[PublishedState]) -> int:
-        """Take the states another broker wrote and sent (the controller's decisions, a leader's
-        ISR changes) ahead of the watches; a state older than the one held, or of a partition
-        not in the cache yet, is left to the watch. Returns how many were taken."""
-        taken = 0
+    def adopt_states(self, states: list[PublishedState]) -> int:
+        """Take states written to ZooKeeper ahead of the watches: by another broker, which sent
+        them (the controller's decisions, a leader's ISR changes), or by this one (already in the
+        cache, its listeners not told yet). A state older than the one held, or of a partition not
+        in the cache yet, is left to the watch. Listeners are told of each version once. Returns
+        how many were told."""
+        told = 0
         for topic, number, state, version in states:
             entry = self.partition(topic, number)
-            if entry is None or (entry.state is not None and version <= entry.state_version):
+            if entry is None or version <= entry.notified_version:
                 continue
-            if entry.adopt_state(state, version):
-                taken += 1
-                entry.notified_version = max(entry.notified_version, version)
-                self._notify("on_partition_changed", entry)
-        if taken:
+            if entry.state is not None and version < entry.state_version:
+                continue
+            if (entry.state is None or version > entry.state_version) and not entry.adopt_state(state, version):
+                continue
+            entry.notified_version = version
+            told += 1
+            self._notify("on_partition_changed", entry)
+        if told:
             self._signal()
-        return taken
+        return told
 
     def _on_deletions(self, children: list[str]) -> None:
         self.topics_being_deleted = set(children)
@@ -472,7 +480,7 @@ class MetadataCache:
         if stat is not None and stat.version != entry.state_version:
             log.warning("%s-%d: cached state version %d was stale (ZooKeeper has %d)", topic, partition,
                         entry.state_version, stat.version)
-        self._state_callback(topic, partition)(data, stat)
+        self._state_callback(topic, partition, reread=True)(data, stat)
 
     # -- configs ------------------------------------------------------------------------------
     async def refresh_topic_configs(self, topic: str) -> None:

@@ -7,9 +7,10 @@ of them (a failover, a broker back in every ISR) reaches a broker's metadata sec
 written. So the writer also sends the states it wrote, with their znode versions, to every other
 live broker in one request per batch, as Kafka's controller sends LeaderAndIsr and
 UpdateMetadata; the receiver takes each state that is newer than the one it holds
-(:meth:`~kafkalite.broker.metadata.MetadataCache.adopt_sent`). The watches stay the source of
-truth: a send that fails (the broker is down, slow, or unreachable) costs only time, and a sent
-state the watch delivers later is not applied twice.
+(:meth:`~kafkalite.broker.metadata.MetadataCache.adopt_states`). The writer's own listeners (its
+replicas, its controller) are told at once too, not when its own watch reads the state back.
+The watches stay the source of truth: a send that fails (the broker is down, slow, or
+unreachable) costs only time, and a state the watch delivers later is not applied twice.
 
 Only states that were written are sent, each with the version ZooKeeper gave it, so a receiver
 never holds a state ZooKeeper did not: a deposed controller's fenced writes fail, and with them
@@ -95,9 +96,11 @@ class StatePublisher:
         self.sends_failed = 0
 
     def publish(self, states: list[PublishedState]) -> None:
-        """Send ``states`` (written to ZooKeeper just now) to every other live broker."""
+        """Tell this broker's listeners of ``states`` (written to ZooKeeper just now) and send
+        them to every other live broker."""
         if self._stopped or not states:
             return
+        self.metadata.adopt_states(states)
         for broker_id in self.metadata.brokers:
             if broker_id == self.broker_id:
                 continue

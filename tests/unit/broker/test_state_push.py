@@ -68,7 +68,7 @@ def test_a_sent_state_is_taken_before_the_watch_brings_it_and_told_once(run: Run
         shrunk = znodes.PartitionState(state.leader, state.leader_epoch, [state.leader], state.controller_epoch)
         before = other.metadata.generation
 
-        assert other.metadata.adopt_sent([("events", 0, shrunk, stat.version + 1)]) == 1
+        assert other.metadata.adopt_states([("events", 0, shrunk, stat.version + 1)]) == 1
         info = other.metadata.partition("events", 0)
         assert info is not None and info.state == shrunk and info.state_version == stat.version + 1
         assert told.changes == [("events", 0, stat.version + 1)] and other.metadata.generation != before
@@ -79,7 +79,7 @@ def test_a_sent_state_is_taken_before_the_watch_brings_it_and_told_once(run: Run
         assert told.changes == [("events", 0, stat.version + 1)]  # the watch's delivery is not told again
 
         # an older state, a partition the cache does not know: left to the watches
-        assert other.metadata.adopt_sent([("events", 0, state, stat.version),
+        assert other.metadata.adopt_states([("events", 0, state, stat.version),
                                           ("events", 7, state, 3), ("unknown", 0, state, 3)]) == 0
         assert other.metadata.partition("events", 0) is info and info.state == shrunk
 
@@ -87,6 +87,31 @@ def test_a_sent_state_is_taken_before_the_watch_brings_it_and_told_once(run: Run
         await cluster.write_state("events", 0, grown)  # a later write nobody sent: the watch tells it
         await cluster.wait_until(lambda: told.changes[-1] == ("events", 0, stat.version + 2), "the watch tells")
         assert info.state == grown
+
+    run(scenario)
+
+
+def test_the_writer_tells_its_own_listeners_once_without_waiting_for_its_watch(run: Run) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1)
+        await cluster.create_topic("events", {0: [1]})
+        await cluster.wait_until(lambda: (info := node.metadata.partition("events", 0)) is not None
+                                 and info.state is not None, "the state is known")
+        told = Told()
+        node.metadata.add_listener(told)
+        found = cluster.state("events", 0)
+        assert found is not None
+        state, stat = found
+        bumped = znodes.PartitionState(1, state.leader_epoch + 1, [1], state.controller_epoch)
+        info = node.metadata.partition("events", 0)
+        assert info is not None and info.adopt_state(bumped, stat.version + 1)  # as the controller's write does
+        assert told.changes == []
+        assert node.metadata.adopt_states([("events", 0, bumped, stat.version + 1)]) == 1
+        assert node.metadata.adopt_states([("events", 0, bumped, stat.version + 1)]) == 0
+        assert told.changes == [("events", 0, stat.version + 1)]
+        await cluster.write_state("events", 0, bumped)
+        await cluster.ensemble.settle()
+        assert told.changes == [("events", 0, stat.version + 1)]
 
     run(scenario)
 

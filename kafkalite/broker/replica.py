@@ -96,7 +96,7 @@ OFFICE_WAIT_MS = 5_000
 ISR_NOTIFICATION_MAX_PARTITIONS = 1000
 #: ISR changes a leader writes in one ZooKeeper multi-op when many are due at once (a follower
 #: rejoining thousands of partitions), and how many such requests are in flight at once.
-ISR_WRITES_PER_REQUEST = 100
+ISR_WRITES_PER_REQUEST = 500  # as the controller's STATES_PER_REQUEST
 ISR_REQUESTS_IN_FLIGHT = 4
 # Replicated chunks above this size are CRC-checked on a worker thread.
 FOLLOWER_CHECK_INLINE_BYTES = 1024 * 1024

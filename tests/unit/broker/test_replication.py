@@ -12,6 +12,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
+from kafkalite.broker import replica as replica_module
 from kafkalite.broker.partition import Partition, Role
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.config import LogConfig
@@ -339,7 +342,9 @@ def test_isr_changes_of_one_partition_made_while_a_notification_is_written_go_ou
 
 
 def test_isr_changes_due_together_go_out_many_per_request_and_a_lost_race_costs_only_its_own(
-        run: Run) -> None:
+        run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica_module, "ISR_WRITES_PER_REQUEST", 100)  # 250 partitions make 3 requests
+
     async def scenario(cluster: BrokerCluster) -> None:
         node = await cluster.add_broker(1, replicas=True, candidate=False, replica_lag_time_max_ms=LAG_MS)
         count = 250

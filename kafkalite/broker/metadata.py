@@ -482,6 +482,13 @@ class MetadataCache:
                         entry.state_version, stat.version)
         self._state_callback(topic, partition, reread=True)(data, stat)
 
+    async def reload_partition_states(self, keys: list[tuple[str, int]], in_flight: int = 500) -> None:
+        """Re-read many state znodes, ``in_flight`` reads at a time (ZooKeeper answers them in
+        one pipeline): a broker that fenced itself confirms every partition's state this way."""
+        for start in range(0, len(keys), in_flight):
+            await asyncio.gather(*(self.reload_partition_state(topic, number)
+                                   for topic, number in keys[start:start + in_flight]))
+
     # -- configs ------------------------------------------------------------------------------
     async def refresh_topic_configs(self, topic: str) -> None:
         """Re-read a topic's config overrides from ZooKeeper."""

@@ -343,9 +343,9 @@ class Broker:
                 if self.zookeeper.state == SessionState.CONNECTED:
                     stat = await self.zookeeper.exists(path)
                     if stat is not None and stat.ephemeral_owner == self.zookeeper.session_id:
-                        for topic, info in list(self.metadata.topics.items()):
-                            for number in list(info.partitions):
-                                await self.metadata.reload_partition_state(topic, number)
+                        await self.metadata.reload_partition_states(
+                            [(topic, number) for topic, info in list(self.metadata.topics.items())
+                             for number in list(info.partitions)])
                         await asyncio.sleep(0.05)  # let the partition role changes apply
                         if self.zookeeper.state == SessionState.CONNECTED:
                             log.info("ZooKeeper view confirmed: serving partitions again")

@@ -47,10 +47,15 @@ def encode_states(states: list[PublishedState]) -> dict[str, Any]:
                        for topic, number, state, version in states]}
 
 
+#: Every integer of a state (ids, epochs, the znode version) is an int32 on Kafka's and
+#: ZooKeeper's wire.
+_INT32_MAX = 2 ** 31 - 1
+
+
 def _integer(item: dict[str, Any], name: str, minimum: int) -> int:
     value = item.get(name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidRequestError(f"states[].{name} must be an integer of at least {minimum}")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= _INT32_MAX:
+        raise InvalidRequestError(f"states[].{name} must be an integer from {minimum} to {_INT32_MAX}")
     return value
 
 
@@ -67,7 +72,7 @@ def decode_states(body: Any) -> list[PublishedState]:
             raise InvalidRequestError("states[].topic must be a topic name")
         isr = item.get("isr")
         if not isinstance(isr, list) or not all(isinstance(broker, int) and not isinstance(broker, bool)
-                                                for broker in isr):
+                                                and broker <= _INT32_MAX for broker in isr):
             raise InvalidRequestError("states[].isr must be a list of broker ids")
         leader, leader_epoch = _integer(item, "leader", -1), _integer(item, "leader_epoch", 0)
         controller_epoch = _integer(item, "controller_epoch", 0)

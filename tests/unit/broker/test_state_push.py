@@ -140,6 +140,10 @@ def test_states_survive_the_wire() -> None:
     {"states": [{"topic": "t", "partition": 0, "version": 1, "leader": 1, "leader_epoch": 0, "isr": ["1"],
                  "controller_epoch": 1}]},
     {"states": [{"topic": "t", "partition": 0, "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1]}]},
+    {"states": [{"topic": "t", "partition": 2 ** 31, "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1],
+                 "controller_epoch": 1}]},
+    {"states": [{"topic": "t", "partition": 0, "version": 1, "leader": 1, "leader_epoch": 0, "isr": [2 ** 40],
+                 "controller_epoch": 1}]},
 ])
 def test_a_malformed_body_is_an_invalid_request(body: Any) -> None:
     with pytest.raises(InvalidRequestError):

@@ -49,7 +49,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from kafkalite import assignment
-from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo, PublishedState
+from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo, PublishedState, publish_nowhere
 from kafkalite.broker.stats import BrokerEvents
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
@@ -78,10 +78,6 @@ STATES_PER_REQUEST = 500
 REQUESTS_IN_FLIGHT = 4
 #: One state write: the partition, its new leader, leader epoch and ISR.
 StateWrite = tuple[PartitionInfo, int, int, list[int]]
-
-
-def _publish_nowhere(states: list[PublishedState]) -> None:
-    """The default :attr:`Controller.publish_states`: the watches alone carry the states."""
 
 
 class Controller:
@@ -129,7 +125,7 @@ class Controller:
         self.enabled = False  # set once this broker is registered: no controller before that
         #: Called on the loop with every batch of states this controller wrote (the broker sends
         #: them to the other brokers, as Kafka's controller sends LeaderAndIsr).
-        self.publish_states: Callable[[list[PublishedState]], None] = _publish_nowhere
+        self.publish_states: Callable[[list[PublishedState]], None] = publish_nowhere
         self._election_lock = asyncio.Lock()
         #: Held by a reconciliation pass and by a controlled shutdown's leader moves: both decide
         #: from the cache and write, and one must see what the other wrote (else they race for the

@@ -71,6 +71,10 @@ class LiveBroker:
 PublishedState = tuple[str, int, znodes.PartitionState, int]
 
 
+def publish_nowhere(states: list[PublishedState]) -> None:
+    """The writers' default for publishing the states they wrote: the watches alone carry them."""
+
+
 @dataclass
 class PartitionInfo:
     """Assignment plus current state of one partition (state None until the controller set it)."""
@@ -454,8 +458,8 @@ class MetadataCache:
                 continue
             if entry.state is not None and version < entry.state_version:
                 continue
-            if (entry.state is None or version > entry.state_version) and not entry.adopt_state(state, version):
-                continue
+            if entry.state is None or version > entry.state_version:
+                entry.adopt_state(state, version)  # else this broker's own write, held already
             entry.notified_version = version
             told += 1
             self._notify("on_partition_changed", entry)

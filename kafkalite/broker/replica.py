@@ -55,7 +55,14 @@ from collections.abc import Callable
 from kafkalite import protocol
 from kafkalite.broker.fetch_session import FetchSession, FetchSessions, SessionPartition
 from kafkalite.broker.fetcher import FetcherManager
-from kafkalite.broker.metadata import INTERNAL_TOPICS, LiveBroker, MetadataCache, PartitionInfo, PublishedState
+from kafkalite.broker.metadata import (
+    INTERNAL_TOPICS,
+    LiveBroker,
+    MetadataCache,
+    PartitionInfo,
+    PublishedState,
+    publish_nowhere,
+)
 from kafkalite.broker.partition import Partition, Role, build_producer_state
 from kafkalite.broker.producer_state import ProducerEntry, ProducerStateManager
 from kafkalite.broker.stats import BrokerEvents, TopicStats
@@ -164,7 +171,7 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[Partition], None]] = []
         #: Called on the loop with the ISR changes this broker wrote as leader (the broker sends
         #: them to the other brokers ahead of their watches).
-        self.publish_states: Callable[[list[PublishedState]], None] = lambda states: None
+        self.publish_states: Callable[[list[PublishedState]], None] = publish_nowhere
         #: Called as (topic, partition, producer id, committed) for every transaction marker
         #: appended here, as leader or follower (see :meth:`add_marker_listener`).
         self.marker_listeners: list[Callable[[str, int, int, bool], None]] = []

@@ -13,7 +13,7 @@ from typing import Any
 
 from kafkalite.broker.kafka import codec, data
 from kafkalite.broker.kafka.context import EncodedAnswer, KafkaRequestContext
-from kafkalite.broker.metadata import MetadataCache
+from kafkalite.broker.metadata import MetadataCache, PartitionInfo
 from kafkalite.broker.services import MetadataService
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
@@ -56,6 +56,16 @@ async def ask(context: KafkaRequestContext, topics: list[str] | None = None) -> 
     correlation_id, response = wire.read_response(frame, 3, context.api_version)
     assert correlation_id == 7
     return answer, response
+
+
+def new_leader_epoch(cache: MetadataCache, topic: str, partition: int) -> PartitionInfo:
+    """Give the cached partition a new state (broker 1 leads alone at the next leader epoch), as
+    a controller's election does; the partition's cache entry."""
+    info = cache.partition(topic, partition)
+    assert info is not None and info.state is not None
+    assert info.adopt_state(znodes.PartitionState(1, info.state.leader_epoch + 1, [1], controller_epoch=1),
+                            info.state_version + 1)
+    return info
 
 
 def seen(response: Any) -> tuple[list[int], dict[str, list[tuple[int, int, int]]]]:
@@ -157,10 +167,7 @@ def test_only_a_changed_topic_is_encoded_again(run: Run) -> None:
         context = context_over(node.metadata)
         await ask(context)
         kept = dict(context.services.metadata.kept_topics[12])
-        info = node.metadata.partition("clicks", 0)
-        assert info is not None and info.state is not None
-        assert info.adopt_state(znodes.PartitionState(1, info.state.leader_epoch + 1, [1], controller_epoch=1),
-                                info.state_version + 1)
+        new_leader_epoch(node.metadata, "clicks", 0)
         _, response = await ask(context)
         again = context.services.metadata.kept_topics[12]
         assert again["views"][1] is kept["views"][1]  # unchanged: served from its kept encoding
@@ -190,10 +197,7 @@ def test_a_changed_topic_encodes_again_only_its_changed_partitions(run: Run) -> 
         before, _ = await ask(context)
         answered = {item.partition: item for item in node.metadata.topic_metadata("views").partitions}
         encoded = dict(context.services.metadata.kept_partitions[12])
-        info = node.metadata.partition("views", 1)
-        assert info is not None and info.state is not None
-        assert info.adopt_state(znodes.PartitionState(1, info.state.leader_epoch + 1, [1], controller_epoch=1),
-                                info.state_version + 1)
+        info = new_leader_epoch(node.metadata, "views", 1)
         after, response = await ask(context)
         again = {item.partition: item for item in node.metadata.topic_metadata("views").partitions}
         assert again[0] is answered[0] and again[2] is answered[2] and again[1] is not answered[1]

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from kafkalite.broker.metadata import LiveBroker, PartitionInfo, PublishedState
+from kafkalite.broker.metadata import LiveBroker, MetadataCache, PartitionInfo, PublishedState
 from kafkalite.broker.state_push import decode_states, encode_states
 from kafkalite.coord import znodes
+from kafkalite.coord.coordinator import ZNodeStat
 from kafkalite.errors import InvalidRequestError
 from tests.unit.broker.harness import BrokerCluster
 
@@ -33,6 +34,19 @@ class Told:
     def on_controller_changed(self, controller_id: int) -> None: ...
 
     def on_topic_config_changed(self, topic: str, configs: dict[str, str]) -> None: ...
+
+
+async def listening(cluster: BrokerCluster,
+                    metadata: MetadataCache) -> tuple[Told, tuple[znodes.PartitionState, ZNodeStat]]:
+    """Once ``metadata`` knows events-0's state: a listener added to it, and the state and stat
+    ZooKeeper holds."""
+    await cluster.wait_until(lambda: (info := metadata.partition("events", 0)) is not None
+                             and info.state is not None, "the cache knows the state")
+    told = Told()
+    metadata.add_listener(told)
+    found = cluster.state("events", 0)
+    assert found is not None
+    return told, found
 
 
 def test_the_controller_publishes_every_state_it_writes_with_the_version_zookeeper_gave_it(run: Run) -> None:
@@ -58,13 +72,7 @@ def test_a_sent_state_is_taken_before_the_watch_brings_it_and_told_once(run: Run
         await cluster.add_broker(1)
         other = await cluster.add_broker(2, candidate=False)
         await cluster.create_topic("events", {0: [1, 2]})
-        await cluster.wait_until(lambda: (info := other.metadata.partition("events", 0)) is not None
-                                 and info.state is not None, "broker 2 knows the state")
-        told = Told()
-        other.metadata.add_listener(told)
-        found = cluster.state("events", 0)
-        assert found is not None
-        state, stat = found
+        told, (state, stat) = await listening(cluster, other.metadata)
         shrunk = znodes.PartitionState(state.leader, state.leader_epoch, [state.leader], state.controller_epoch)
         before = other.metadata.generation
 
@@ -95,13 +103,7 @@ def test_the_writer_tells_its_own_listeners_once_without_waiting_for_its_watch(r
     async def scenario(cluster: BrokerCluster) -> None:
         node = await cluster.add_broker(1)
         await cluster.create_topic("events", {0: [1]})
-        await cluster.wait_until(lambda: (info := node.metadata.partition("events", 0)) is not None
-                                 and info.state is not None, "the state is known")
-        told = Told()
-        node.metadata.add_listener(told)
-        found = cluster.state("events", 0)
-        assert found is not None
-        state, stat = found
+        told, (state, stat) = await listening(cluster, node.metadata)
         bumped = znodes.PartitionState(1, state.leader_epoch + 1, [1], state.controller_epoch)
         info = node.metadata.partition("events", 0)
         assert info is not None and info.adopt_state(bumped, stat.version + 1)  # as the controller's write does

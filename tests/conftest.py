@@ -2,7 +2,9 @@
 at the end of a run, the modules that took longest (setup, call and teardown of their tests,
 module fixtures included), so the suite's time can be followed module by module, and the tests
 that came closest to their timeout (pytest-timeout's, which covers setup, call and teardown),
-with the share of it they used: a test should use at most half of it at rest.
+with the share of it they used: a test should use at most half of it at rest. A test that outlives
+its timeout by far, or a test process that does not exit, is ended with every thread's stack
+printed (tests/support/hang_guard.py).
 
 Under pytest-xdist (``scripts/test.sh`` runs ``-n 2 --dist loadfile``), each worker picks its
 loopback ports from a range of its own (KAFKALITE_PORT_RANGE, inherited by every broker, tool and
@@ -18,6 +20,7 @@ import pytest
 
 from kafkalite.local.zookeeper import PORT_RANGE_VARIABLE, port_range
 from tests.support.fixtures import zookeeper, zookeeper_connect, zookeeper_ensemble  # noqa: F401
+from tests.support.hang_guard import pytest_configure, pytest_runtest_protocol, pytest_unconfigure, timeout_of  # noqa: F401
 
 SLOWEST_MODULES = 15
 CLOSEST_TO_TIMEOUT = 10
@@ -52,18 +55,9 @@ def _split_port_range_between_workers() -> None:
 _split_port_range_between_workers()
 
 
-def _timeout_of(item: pytest.Item) -> float:
-    marker = item.get_closest_marker("timeout")
-    if marker is not None and marker.args:
-        return float(marker.args[0])
-    if marker is not None and "timeout" in marker.kwargs:
-        return float(marker.kwargs["timeout"])
-    return float(item.config.getini("timeout") or 0)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:  # carried by every report, to the xdist controller too
-        item.user_properties.append((_TIMEOUT_PROPERTY, _timeout_of(item)))
+        item.user_properties.append((_TIMEOUT_PROPERTY, timeout_of(item)))
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     rank = {module: position for position, module in enumerate(LONGEST_MODULES)}

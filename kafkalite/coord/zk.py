@@ -25,7 +25,11 @@ Concurrency contract
 * Watches are re-armed after a reconnect and after a session expiry, and deliver the current
   state again when it changed while they were blind: children watches are kazoo's recipe, data
   watches :class:`_WindowedDataWatch`, whose reads (at the start and after each change) share
-  one window per session of :data:`WATCH_READS_IN_FLIGHT` asynchronous reads in flight.
+  one window per session of :data:`WATCH_READS_IN_FLIGHT` asynchronous reads in flight, none
+  sent while the connection is down.
+* At most :data:`REQUESTS_IN_FLIGHT` requests of one session are unanswered; more wait on the
+  loop. kazoo writes a wake-up byte per request to a socket its connection thread reads only
+  while connected: a caller that outran that socket would block, the loop with it.
 * After :meth:`ZooKeeperClient.stop` starts, no callback or listener is invoked any more.
 
 Error mapping (always chained with ``raise ... from``): NodeExistsError → ZNodeExistsError,
@@ -43,6 +47,7 @@ import functools
 import logging
 import posixpath
 import selectors
+import socket
 import threading
 import types
 from collections import deque
@@ -183,6 +188,17 @@ class _PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
     def select(self, *args: Any, **kwargs: Any) -> Any:
         return selector_select(*args, selectors_module=_POLL_SELECTORS, **kwargs)
 
+    def create_socket_pair(self) -> tuple[socket.socket, socket.socket]:
+        """kazoo's wake-up pair, with room for :data:`WAKE_UP_BUFFER_BYTES`: every request
+        writes one byte to it, blocking, and only the connection thread's connected loop reads
+        them, so with the default buffer (278 bytes' worth) the 279th request made while the
+        connection is down blocks its caller until the connection is back."""
+        pair: tuple[socket.socket, socket.socket] = super().create_socket_pair()
+        for end in pair:
+            with contextlib.suppress(OSError):
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WAKE_UP_BUFFER_BYTES)
+        return pair
+
 
 class ZooKeeperTransaction(TransactionBuilder):
     """An all-or-nothing ZooKeeper ``multi`` (see :class:`~kafkalite.coord.coordinator.TransactionBuilder`)."""
@@ -190,6 +206,15 @@ class ZooKeeperTransaction(TransactionBuilder):
     def __init__(self, client: ZooKeeperClient) -> None:
         super().__init__(client._commit)
 
+
+#: The send buffer of kazoo's wake-up socket (the kernel caps it at net.core.wmem_max): about
+#: 5,000 requests waiting for a connection at 4 MiB, against 278 at Linux's default.
+WAKE_UP_BUFFER_BYTES = 4 * 1024 * 1024
+
+#: Requests one session's callers (not its data watches, which send nothing while the connection
+#: is down) keep unanswered at most: well below the 278 wake-up bytes kazoo's socket pair holds at
+#: Linux's default buffer size, so no burst blocks the loop while the connection is down.
+REQUESTS_IN_FLIGHT = 128
 
 #: Data-watch reads one session keeps in flight at most. kazoo's own recipe reads one at a time,
 #: a round trip each in its single callback thread, so thousands of state znodes changing at once
@@ -290,7 +315,10 @@ class _WindowedDataWatch:
         with self._lock:
             self._waiting = False
             stopped = self._stopped
-        if stopped:
+        if stopped or not self._client.connected:
+            # Not sent while the connection is down (each request would wait in kazoo's queue
+            # with a wake-up byte the connection thread reads only once connected): the session
+            # listener reads again on the reconnect.
             self._window.done()
             return
         try:
@@ -401,6 +429,7 @@ class ZooKeeperClient:
         self._listeners = SessionListeners()
         self._watches: set[Watch] = set()
         self._read_window = _ReadWindow(WATCH_READS_IN_FLIGHT, self._dispatch_read)
+        self._requests_in_flight = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
         self._state = SessionState.LOST
         self._stopping = False
         self._used = False
@@ -539,7 +568,7 @@ class ZooKeeperClient:
         for index in range(1, len(parts) + 1):
             level = "/" + "/".join(parts[:index])
             with _translated("ensure_path", level):
-                await self._completion(client.ensure_path_async(level, acl=self._acl(level)))
+                await self._completion(functools.partial(client.ensure_path_async, level, acl=self._acl(level)))
 
     def _start_session(self, client: KazooClient) -> None:
         """(worker thread) Connect ``client``; CoordinationError when no session in time."""
@@ -585,35 +614,40 @@ class ZooKeeperClient:
         except Exception:
             logger.debug("ignored error while closing a ZooKeeper client", exc_info=True)
 
-    async def _completion(self, async_result: Any) -> Any:
-        """Await a kazoo IAsyncResult: its completion is handed to the loop thread.
+    async def _completion(self, send: Callable[[], Any]) -> Any:
+        """Send a request (``send`` makes it and returns kazoo's IAsyncResult) once fewer than
+        :data:`REQUESTS_IN_FLIGHT` of this client's are unanswered, and await it: its completion
+        is handed to the loop thread. kazoo writes a wake-up byte for every request, blocking,
+        and reads them only while connected, so the limit keeps a burst made while the
+        connection is down from blocking the loop.
 
         Kazoo exceptions are re-raised unchanged (callers translate them); no answer within
         ``request_timeout`` raises asyncio.TimeoutError.
         """
         loop = self._loop
         assert loop is not None
-        future: asyncio.Future[Any] = loop.create_future()
+        async with self._requests_in_flight:
+            future: asyncio.Future[Any] = loop.create_future()
 
-        def settle_on_loop(result: Any) -> None:
-            if future.done():
-                return
-            if result.successful():
-                future.set_result(result.value)
-            else:
-                future.set_exception(result.exception)
+            def settle_on_loop(result: Any) -> None:
+                if future.done():
+                    return
+                if result.successful():
+                    future.set_result(result.value)
+                else:
+                    future.set_exception(result.exception)
 
-        def on_complete(result: Any) -> None:  # kazoo thread
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(settle_on_loop, result)
+            def on_complete(result: Any) -> None:  # kazoo thread
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(settle_on_loop, result)
 
-        async_result.rawlink(on_complete)
-        started = loop.time()
-        try:
-            return await asyncio.wait_for(future, self._request_timeout)
-        finally:
-            self.requests_completed += 1
-            self.request_seconds += loop.time() - started
+            started = loop.time()
+            send().rawlink(on_complete)
+            try:
+                return await asyncio.wait_for(future, self._request_timeout)
+            finally:
+                self.requests_completed += 1
+                self.request_seconds += loop.time() - started
 
     # --- data operations ------------------------------------------------------------------
 
@@ -621,21 +655,21 @@ class ZooKeeperClient:
         """The data and stat of ``path`` (ZNodeMissingError when absent)."""
         client = self._require_client()
         with _translated("get", path):
-            data, stat = await self._completion(client.get_async(path))
+            data, stat = await self._completion(functools.partial(client.get_async, path))
         return data if data is not None else b"", _convert_stat(stat)
 
     async def get_children(self, path: str) -> list[str]:
         """The sorted child names of ``path`` (ZNodeMissingError when absent)."""
         client = self._require_client()
         with _translated("get_children", path):
-            children = await self._completion(client.get_children_async(path))
+            children = await self._completion(functools.partial(client.get_children_async, path))
         return sorted(children)
 
     async def exists(self, path: str) -> ZNodeStat | None:
         """The stat of ``path``, or None when it does not exist."""
         client = self._require_client()
         with _translated("exists", path):
-            stat = await self._completion(client.exists_async(path))
+            stat = await self._completion(functools.partial(client.exists_async, path))
         return _convert_stat(stat) if stat is not None else None
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
@@ -651,8 +685,9 @@ class ZooKeeperClient:
             await self._ensure_levels(posixpath.dirname(path))
             makepath = False
         with _translated("create", path):
-            return str(await self._completion(client.create_async(
-                path, payload, acl=self._acl(path), ephemeral=ephemeral, sequence=sequence, makepath=makepath)))
+            return str(await self._completion(functools.partial(
+                client.create_async, path, payload, acl=self._acl(path), ephemeral=ephemeral, sequence=sequence,
+                makepath=makepath)))
 
     async def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> ZNodeStat:
         """Replace the data of ``path``; with ``version`` >= 0 only if it still has that version.
@@ -662,7 +697,7 @@ class ZooKeeperClient:
         client = self._require_client()
         payload = as_bytes(data)
         with _translated("set", path):
-            stat = await self._completion(client.set_async(path, payload, version))
+            stat = await self._completion(functools.partial(client.set_async, path, payload, version))
         return _convert_stat(stat)
 
     async def delete(self, path: str, version: int = ANY_VERSION, *,
@@ -680,14 +715,14 @@ class ZooKeeperClient:
                     await self._delete_tree(posixpath.join(path, child))
                 try:
                     with _translated("delete", path):
-                        await self._completion(client.delete_async(path, version))
+                        await self._completion(functools.partial(client.delete_async, path, version))
                     return
                 except CoordinationError as exc:
                     if not isinstance(exc.__cause__, NotEmptyError):
                         raise
             raise CoordinationError(f"delete {path}: children keep appearing")
         with _translated("delete", path):
-            await self._completion(client.delete_async(path, version))
+            await self._completion(functools.partial(client.delete_async, path, version))
 
     async def _children_or_empty(self, path: str) -> list[str]:
         try:
@@ -708,7 +743,7 @@ class ZooKeeperClient:
             await self._ensure_levels(path)
             return
         with _translated("ensure_path", path):
-            await self._completion(client.ensure_path_async(path))
+            await self._completion(functools.partial(client.ensure_path_async, path))
 
     async def ensure_paths(self, paths: Sequence[str]) -> None:
         """:meth:`ensure_path` for each path, in order."""
@@ -734,7 +769,7 @@ class ZooKeeperClient:
             else:
                 request.delete(operation.path, operation.version)
         with _translated("transaction"):
-            raw_results = await self._completion(request.commit_async())
+            raw_results = await self._completion(request.commit_async)
         failures = [
             (index, result) for index, result in enumerate(raw_results)
             if isinstance(result, Exception)

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pytest
 
-from kafkalite.coord import znodes
+from kafkalite.coord import zk as zk_module, znodes
 from kafkalite.coord.zk import SessionState, ZNodeStat, ZooKeeperClient, parse_connect_string
 from kafkalite.errors import (
     CoordinationError,
@@ -435,6 +435,42 @@ def test_connection_cut_while_watch_reads_wait_loses_no_change_and_stops_cleanly
                         await asyncio.sleep(0.05)
                 finally:
                     await asyncio.wait_for(watcher.stop(), 30)
+        finally:
+            await proxy.close()
+
+    run(scenario)
+
+
+def test_a_thousand_requests_made_while_the_connection_is_down_leave_the_loop_running(
+        zookeeper: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kazoo writes a wake-up byte for every request to a socket that its connection thread reads
+    only while connected, blocking once the socket is full (278 bytes' worth at Linux's default
+    buffer, which this test sets): a thousand requests made during a cut wait on the loop, which
+    keeps running, and each is answered or fails retriably once the cut heals."""
+    count = 1000
+    monkeypatch.setattr(zk_module, "WAKE_UP_BUFFER_BYTES", 212992 // 2)  # the kernel doubles it
+
+    async def scenario() -> None:
+        proxy = PartitionableProxy(zookeeper.port)
+        await proxy.start()
+        try:
+            async with ZooKeeperClient(f"127.0.0.1:{proxy.port}", session_timeout=6.0) as zk:
+                await zk.ensure_path("/burst")
+                proxy.partition()
+                deadline = time.monotonic() + 10
+                while zk.state is not SessionState.SUSPENDED:
+                    assert time.monotonic() < deadline, "the cut was not noticed"
+                    await asyncio.sleep(0.01)
+                requests = [asyncio.ensure_future(zk.exists("/burst")) for _ in range(count)]
+                began = time.monotonic()
+                await asyncio.sleep(0.3)  # the requests start; the loop must come back to this
+                assert time.monotonic() - began < 2.0, "the loop was blocked while the connection was down"
+                proxy.heal()
+                outcomes = await asyncio.wait_for(asyncio.gather(*requests, return_exceptions=True), 60)
+                failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+                assert all(isinstance(failure, CoordinationError) and failure.retriable for failure in failures), \
+                    failures[:3]
+                assert await retry_coordination(lambda: zk.exists("/burst")) is not None
         finally:
             await proxy.close()
 

@@ -40,8 +40,10 @@ rejoins as a new member at its next poll, as Kafka's client does.
 
 Commits carry the member id and generation when subscribed (generation -1 and no member id for
 manually assigned partitions). ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID raise CommitFailedError
-and make the member rejoin; REBALANCE_IN_PROGRESS waits for the running join and retries with
-the new generation; coordinator errors are retried until the timeout.
+and make the member rejoin, unless a rebalance began while the commit was on its way (the join
+under way settles the generation then, and what the member owns is not lost);
+REBALANCE_IN_PROGRESS waits for the running join and retries with the new generation;
+coordinator errors are retried until the timeout.
 
 Concurrency: event-loop only, one loop: the consumer core's (the sync consumer's private loop
 thread, the caller's loop for the asyncio consumer). The membership's state, its join task,
@@ -661,6 +663,13 @@ class GroupMembership:
                     "Offset commit cannot be completed since the consumer is undergoing a rebalance; poll() "
                     f"completes the rebalance, then retry the commit ({error})")
             if isinstance(error, (IllegalGenerationError, UnknownMemberIdError)):
+                if self.managed and self._join_task is not None:
+                    # A rebalance began while the commit was on its way: the join under way (or
+                    # done, its answer not yet applied) settles the generation, as in Kafka's
+                    # client, whose generationIfStable() is empty then.
+                    raise CommitFailedError(
+                        "Offset commit cannot be completed since the consumer is undergoing a rebalance; poll() "
+                        f"completes the rebalance, then retry the commit ({error})")
                 if self.managed and (generation, member_id) == (self.generation, self.member_id):
                     self.reset_generation(f"commit: {error}", keep_member_id=isinstance(error, IllegalGenerationError))
                 raise CommitFailedError(

@@ -307,6 +307,37 @@ def test_a_fenced_commit_fails_and_the_next_poll_hands_the_partitions_over_as_lo
     run(scenario())
 
 
+def test_a_commit_refused_for_its_generation_during_a_rebalance_loses_nothing() -> None:
+    """A commit sent in generation 1 comes back ILLEGAL_GENERATION while the member's join is under
+    way (the group moved on meanwhile): the join settles the generation, the partitions the member
+    keeps are not handed over as lost, and no further rebalance follows."""
+    async def scenario() -> None:
+        coordinator = FakeCoordinator()
+        core = FakeCore(coordinator)
+        group = membership(core, ["cooperative-sticky"])
+        group.start()
+        await group.poll(time.monotonic() + 5)
+        group.request_rejoin("test")
+        await group.poll(time.monotonic() + 5)  # owns partitions: the join runs in the background
+        assert group.joining and group.generation == 1
+        coordinator.commit_errors.append("ILLEGAL_GENERATION")
+        with pytest.raises(CommitFailedError, match="undergoing a rebalance"):
+            await group.commit({TopicPartition("t", 0): OffsetAndMetadata(5)}, 2000)
+        assert group.generation == 1 and not group.rejoin_needed
+        deadline = time.monotonic() + 5
+        while len(core.events) < 2 and time.monotonic() < deadline:
+            await group.poll(time.monotonic() + 0.05)
+            await asyncio.sleep(0.01)
+        assert [kind for kind, _ in core.events] == ["assigned", "assigned"]  # nothing lost, nothing revoked
+        assert group.generation == 2 and not group.rejoin_needed
+        joins = len(coordinator.sent(protocol.JOIN_GROUP))
+        await group.poll(time.monotonic() + 0.2)
+        assert len(coordinator.sent(protocol.JOIN_GROUP)) == joins
+        await group.close(autocommit=False)
+
+    run(scenario())
+
+
 def test_a_member_that_does_not_poll_leaves_the_group() -> None:
     async def scenario() -> None:
         coordinator = FakeCoordinator()

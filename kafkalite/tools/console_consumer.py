@@ -1,6 +1,7 @@
 """``kafkalite-console-consumer.sh``: print a topic's records to standard output, like Kafka's
 console consumer (``--from-beginning``, ``--max-messages``, ``--timeout-ms``, ``--partition`` /
-``--offset``, ``--group``, ``--property print.key/print.timestamp/print.partition/print.offset/
+``--offset``, ``--group``, ``--isolation-level read_committed`` for the records of committed
+transactions only, ``--property print.key/print.timestamp/print.partition/print.offset/
 print.headers``, ``key.separator``). It ends after ``--max-messages`` records, after
 ``--timeout-ms`` without a record, or on Ctrl-C, and reports the count on standard error."""
 

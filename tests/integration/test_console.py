@@ -2,7 +2,7 @@
 chromedriver, through Selenium) against real ZooKeeper and broker processes.
 
 Screenshots of each page go to the test's directory, or to ``KAFKALITE_CONSOLE_SCREENSHOTS``
-when set (docs/console/ holds the ones README shows)."""
+when set (docs/console/ holds the ones docs/operations.md shows)."""
 
 from __future__ import annotations
 

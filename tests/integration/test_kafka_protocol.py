@@ -11,7 +11,6 @@ import asyncio
 import http.client
 import json
 import random
-import re
 import socket
 import struct
 import time
@@ -22,7 +21,8 @@ import pytest
 
 from kafkalite import KafkaConsumer as KafkaliteConsumer, TopicPartition as KafkaliteTopicPartition
 from tests.support import kafka_wire as wire
-from tests.support.cluster import ROOT, BrokerCluster, running_cluster
+from tests.support.cluster import BrokerCluster, running_cluster
+from tests.support.docs import marked_block
 
 pytestmark = pytest.mark.integration
 
@@ -351,18 +351,10 @@ def test_listener_fuzz_leaves_the_broker_serving(cluster: BrokerCluster) -> None
     consumer.close()
 
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-def _readme_block(name: str) -> str:
-    match = re.search(rf"<!-- readme-test: {name} -->\s*```python\n(.*?)```", README, re.S)
-    assert match, f"README has no block marked readme-test: {name}"
-    return match.group(1)
-
-
 def test_readme_kafka_client_blocks_run_as_written(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("kafka-python", "confluent-kafka"):
-        exec(compile(_readme_block(name).replace("localhost:9092", cluster.bootstrap), f"README:{name}", "exec"), {})
+        code = marked_block(name, "python").replace("localhost:9092", cluster.bootstrap)
+        exec(compile(code, f"docs:{name}", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     # kafka-python's producer created "orders" and wrote the first record; confluent-kafka the second
     assert printed[0] == "0 0 b'user1' b'login'"

@@ -1,5 +1,5 @@
-"""README.md's commands run: the quick start (ZooKeeper + 3 brokers, produce/consume, a group
-with lag, then a stop that leaves no process), and every block marked ``readme-test``."""
+"""The quick start's commands run: the quick start (ZooKeeper + 3 brokers, produce/consume, a group
+with lag, then a stop that leaves no process), and the README blocks marked ``readme-test``."""
 
 from __future__ import annotations
 
@@ -15,15 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import ROOT, BrokerCluster, free_port
+from tests.support.docs import marked_block
 
 pytestmark = pytest.mark.integration
-README = (ROOT / "README.md").read_text()
-
-
-def marked_blocks(name: str) -> str:
-    match = re.search(rf"<!-- readme-test: {name} -->\s*```\w+\n(.*?)```", README, re.S)
-    assert match, f"README has no block marked {name}"
-    return match.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[Bro
 
 
 def test_tutorial_block_runs(cluster: BrokerCluster) -> None:
-    script = marked_blocks("tutorial")
+    script = marked_block("tutorial")
     for number, address in enumerate(cluster.bootstrap.split(",")):
         script = script.replace(f"localhost:{9092 + number}", address)
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, capture_output=True, text=True,
@@ -64,7 +58,7 @@ def test_tutorial_block_runs(cluster: BrokerCluster) -> None:
 
 
 def test_python_block_runs(cluster: BrokerCluster) -> None:
-    code = marked_blocks("python").replace("localhost:9092", cluster.bootstrap)
+    code = marked_block("python").replace("localhost:9092", cluster.bootstrap)
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "b'user1' b'login'" in result.stdout

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import subprocess
 import threading
 import urllib.error
@@ -43,6 +42,7 @@ from kafkalite.registry.serdes import (
     unframe,
 )
 from tests.support.cluster import ROOT, BrokerCluster, free_port, running_cluster
+from tests.support.docs import marked_block
 
 pytestmark = pytest.mark.integration
 
@@ -349,14 +349,11 @@ def test_avro_console_producer_and_consumer(cluster: BrokerCluster) -> None:
 
 
 def test_readme_block_runs_as_written(cluster: BrokerCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- readme-test: schema-registry -->\s*```python\n(.*?)```", readme, re.S)
-    assert match, "README has no block marked readme-test: schema-registry"
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=1, replication_factor=3)
-    code = match.group(1).replace('"orders"', f'"{topic}"').replace(
+    code = marked_block("schema-registry", "python").replace('"orders"', f'"{topic}"').replace(
         "http://localhost:9092/registry", registry_url(cluster, 3)).replace("localhost:9092", cluster.bootstrap)
-    exec(compile(code, "README:schema-registry", "exec"), {})
+    exec(compile(code, "docs:schema-registry", "exec"), {})
     assert capsys.readouterr().out.splitlines()[-1] == "[{'id': 1, 'item': 'book'}]"
 
 

@@ -1,4 +1,4 @@
-"""The secure cluster in one command, used the way README's security section says.
+"""The secure cluster in one command, used the way docs/security.md says.
 
 ``kafkalite-cluster.sh start --secure`` on free loopback ports: SASL_SSL with SCRAM-SHA-512 on
 every listener, the ACL authorizer with the super user ``admin``, and ``admin.properties``.
@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import ROOT, free_port
+from tests.support.docs import marked_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CLUSTER = ROOT / "scripts" / "kafkalite-cluster.sh"
-README = (ROOT / "README.md").read_text()
 
 
 @dataclass(frozen=True)
@@ -173,13 +173,11 @@ def test_confluent_kafka_and_kcat_work_with_admin_properties(secure: SecureClust
 
 
 def _secure_tutorial(secure: SecureCluster) -> str:
-    match = re.search(r"<!-- readme-test: tutorial -->\s*```\w+\n(.*?)```", README, re.S)
-    assert match, "README has no tutorial block"
-    script = match.group(1)
+    script = marked_block("tutorial")
     for number, address in enumerate(secure.bootstrap.split(",")):
         script = script.replace(f"localhost:{9092 + number}", address)
     properties = str(secure.properties_path)
-    # every kafkalite tool gets the admin's settings, as README's security section says (Kafka's
+    # every kafkalite tool gets the admin's settings, as docs/security.md says (Kafka's
     # names: --producer.config and --consumer.config for the console tools, --command-config else)
     script = re.sub(r"(scripts/kafkalite-console-producer\.sh) ", rf"\1 --producer.config {properties} ", script)
     script = re.sub(r"(scripts/kafkalite-console-consumer\.sh) ", rf"\1 --consumer.config {properties} ", script)
@@ -206,9 +204,7 @@ def test_the_readme_tutorial_runs_with_command_config(secure: SecureCluster) -> 
 
 
 def test_the_readme_security_block_runs(secure: SecureCluster, tmp_path: Path) -> None:
-    match = re.search(r"<!-- readme-test: security -->\s*```\w+\n(.*?)```", README, re.S)
-    assert match, "README has no security block"
-    script = match.group(1)
+    script = marked_block("security")
     script = script.replace("kafkalite-cluster.sh start --secure",
                             f"kafkalite-cluster.sh start --secure --data-dir {secure.data}")
     script = script.replace("var/cluster", str(secure.data)).replace("scripts/", f"{ROOT}/scripts/")

@@ -37,6 +37,7 @@ from kafkalite.broker.group_offsets import ReplicaOffsetLog
 from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
+from kafkalite.broker.process_clock import ProcessClock
 from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.schema_topic import BrokerSchemaTopic
@@ -356,17 +357,26 @@ class Broker:
             await asyncio.sleep(0.2)
 
     async def _stall_watchdog(self) -> None:
-        """A stalled process (SIGSTOP, swapping) may have lost leadership meanwhile: fence."""
+        """A stopped process (SIGSTOP, swapping) may have lost its session, and leadership with
+        it, meanwhile: fence. A loop that only ran late (busy, the process running, kazoo's
+        thread pinging) is measured as loop lag but is no reason to fence (see
+        :mod:`kafkalite.broker.process_clock`)."""
         loop = asyncio.get_running_loop()
         threshold = max(1.0, self.config.zookeeper_session_timeout_ms / 3000)
-        last = loop.time()
-        while True:
-            await asyncio.sleep(0.1)
-            now = loop.time()
-            self.stats.loop_lag.record(max(0.0, now - last - 0.1), now)  # how late the loop ran this timer
-            if now - last > threshold:
-                self._fence(f"the process was stalled for {now - last:.1f} s")
-            last = now
+        clock = ProcessClock()
+        clock.start()
+        try:
+            last = loop.time()
+            while True:
+                await asyncio.sleep(0.1)
+                now = loop.time()
+                self.stats.loop_lag.record(max(0.0, now - last - 0.1), now)  # how late the loop ran this timer
+                stopped = clock.stopped_for()
+                if stopped > threshold:
+                    self._fence(f"the process was stopped for {stopped:.1f} s")
+                last = now
+        finally:
+            clock.stop()
 
     async def _topics_in_zookeeper(self) -> dict[str, str]:
         topics: dict[str, str] = {}

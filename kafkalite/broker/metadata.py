@@ -340,8 +340,10 @@ class MetadataCache:
         for topic in list(self.topics):
             if topic not in present:
                 self._remove_topic(topic)
-        for topic in sorted(present - set(self.topics)):
-            await self._add_topic(topic)
+        # New topics are read together (their reads share the session's pipeline and windows):
+        # one after another, a broker starting among thousands of partitions waited a round trip
+        # or three per topic, each behind its partitions' state reads.
+        await asyncio.gather(*(self._add_topic(topic) for topic in sorted(present - set(self.topics))))
 
     async def _add_topic(self, topic: str) -> None:
         self.topics[topic] = TopicInfo(topic, "")

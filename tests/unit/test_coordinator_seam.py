@@ -8,6 +8,7 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.metadata import MetadataCache
@@ -169,5 +170,49 @@ def test_a_new_partitions_leader_is_not_written_under_a_deleted_topic() -> None:
         parts.metadata.stop()
         await parts.client.stop()
         await ensemble.settle()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10.0))
+
+
+def test_a_starting_broker_reads_the_topics_it_finds_together() -> None:
+    """A broker starting among many topics reads them together, not one after another (each of
+    which waited for its configs, its assignment and its partitions' states)."""
+    async def scenario() -> None:
+        ensemble = InMemoryZooKeeper()
+        writer = ensemble.client()
+        await writer.start()
+        await writer.ensure_paths(znodes.PERSISTENT_PATHS)
+        await writer.create(znodes.CLUSTER_ID_PATH, znodes.ClusterId("twin-cluster").to_bytes(), makepath=True)
+        topics = [f"topic-{number}" for number in range(20)]
+        for topic in topics:
+            assignment = znodes.TopicAssignment(partitions={0: [1], 1: [1]}, topic_id=f"{topic}-id")
+            await writer.create(znodes.topic_path(topic), assignment.to_bytes())
+        reader = ensemble.client()
+        await reader.start()
+        in_flight = peak = 0
+        topic_paths = {znodes.topic_path(topic) for topic in topics}
+        watch_data = reader.watch_data
+
+        async def counting_watch_data(path: str, callback: Any) -> Any:
+            nonlocal in_flight, peak
+            if path not in topic_paths:
+                return await watch_data(path, callback)
+            in_flight += 1
+            peak = max(peak, in_flight)
+            try:
+                await asyncio.sleep(0.01)  # a round trip
+                return await watch_data(path, callback)
+            finally:
+                in_flight -= 1
+
+        reader.watch_data = counting_watch_data  # type: ignore[method-assign]
+        metadata = MetadataCache(reader, 1)
+        await metadata.start()
+        await until(lambda: set(metadata.topics) == set(topics)
+                    and all(len(metadata.topics[topic].partitions) == 2 for topic in topics))
+        assert peak == len(topics), f"at most {peak} of {len(topics)} topics were read at once"
+        metadata.stop()
+        await reader.stop()
+        await writer.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 10.0))

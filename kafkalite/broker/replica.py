@@ -105,6 +105,9 @@ ISR_NOTIFICATION_MAX_PARTITIONS = 1000
 #: rejoining thousands of partitions), and how many such requests are in flight at once.
 ISR_WRITES_PER_REQUEST = 500  # as the controller's STATES_PER_REQUEST
 ISR_REQUESTS_IN_FLIGHT = 4
+#: Logs one worker call opens at most when many partitions appear at once (a broker starting
+#: among thousands): one thread hop per log cost more than opening the log.
+LOGS_OPENED_PER_CALL = 500
 # Replicated chunks above this size are CRC-checked on a worker thread.
 FOLLOWER_CHECK_INLINE_BYTES = 1024 * 1024
 
@@ -163,6 +166,9 @@ class ReplicaManager:
         self._isr_changes_to_notify: dict[znodes.PartitionRef, None] = {}
         # Produce requests waiting for a partition to take up the leadership the metadata gives it.
         self._office_waiters: list[asyncio.Future[None]] = []
+        # Logs to open in the next worker call, each with the future its partition waits on.
+        self._logs_to_open: list[tuple[str, int, str, asyncio.Future[tuple[PartitionLog, ProducerStateManager]]]] = []
+        self._log_opener: asyncio.Task[None] | None = None
         self._isr_notifying = False
         self.shutting_down = False
         # Set while this broker cannot be sure its view of leadership is current (its ZooKeeper
@@ -203,6 +209,11 @@ class ReplicaManager:
         if self._isr_task:
             self._isr_task.cancel()
             await asyncio.gather(self._isr_task, return_exceptions=True)
+        if self._log_opener is not None:  # the worker call under way ends before the logs close
+            for *_, future in self._logs_to_open:
+                future.cancel()
+            self._logs_to_open.clear()
+            await asyncio.gather(self._log_opener, return_exceptions=True)
         await self.fetchers.stop()
         self.fetch_sessions.close()
         for partition in self.partitions.values():
@@ -345,7 +356,7 @@ class ReplicaManager:
     async def _create_partition(self, topic: str, number: int, topic_id: str) -> Partition | None:
         key = (topic, number)
         try:
-            partition_log, producer_state = await asyncio.to_thread(self._open_log, topic, number, topic_id)
+            partition_log, producer_state = await self._open_log_soon(topic, number, topic_id)
         except KafkaliteError as exc:
             log.error("cannot create log %s-%d: %s", topic, number, exc)
             return None
@@ -363,6 +374,47 @@ class ReplicaManager:
             self.leaders[key] = partition
         elif self.leaders.get(key) is partition:
             del self.leaders[key]
+
+    def _open_log_soon(self, topic: str, number: int,
+                       topic_id: str) -> asyncio.Future[tuple[PartitionLog, ProducerStateManager]]:
+        """:meth:`_open_log` in a worker call shared with the other logs asked for before the
+        loop next runs its ready callbacks (at most :data:`LOGS_OPENED_PER_CALL` per call)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[PartitionLog, ProducerStateManager]] = loop.create_future()
+        self._logs_to_open.append((topic, number, topic_id, future))
+        if self._log_opener is None or self._log_opener.done():
+            self._log_opener = loop.create_task(self._open_queued_logs(), name="open-logs")
+        return future
+
+    async def _open_queued_logs(self) -> None:
+        await asyncio.sleep(0)  # the notifications handled in this pass of the loop join the call
+        while self._logs_to_open:
+            batch = self._logs_to_open[:LOGS_OPENED_PER_CALL]
+            del self._logs_to_open[:LOGS_OPENED_PER_CALL]
+            try:
+                outcomes: list[tuple[PartitionLog, ProducerStateManager] | BaseException] = list(
+                    await asyncio.to_thread(self._open_logs, [(topic, number, topic_id)
+                                                              for topic, number, topic_id, _ in batch]))
+            except Exception as exc:  # each partition waiting on this call fails as a lone open would
+                outcomes = [exc] * len(batch)
+            for (_, _, _, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+
+    def _open_logs(self, requests: list[tuple[str, int, str]]
+                   ) -> list[tuple[PartitionLog, ProducerStateManager] | KafkaliteError]:
+        """Blocking: :meth:`_open_log` for each request; a request that fails gets its error."""
+        outcomes: list[tuple[PartitionLog, ProducerStateManager] | KafkaliteError] = []
+        for topic, number, topic_id in requests:
+            try:
+                outcomes.append(self._open_log(topic, number, topic_id))
+            except KafkaliteError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def _open_log(self, topic: str, number: int, topic_id: str) -> tuple[PartitionLog, ProducerStateManager]:
         """Blocking (one worker call per new partition): the partition's log, opened or created

@@ -20,7 +20,7 @@ from kafkalite.broker.replica import ReplicaManager
 from kafkalite.config import LogConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import ZNodeStat
-from kafkalite.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
+from kafkalite.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, StorageError
 from kafkalite.protocol import (
     FetchPartition,
     FetchRequest,
@@ -377,5 +377,40 @@ def test_isr_changes_due_together_go_out_many_per_request_and_a_lost_race_costs_
         found = cluster.state("wide", 7)
         assert found is not None and found[0].isr == [1]  # the lost race wrote nothing
         assert stale.pending_isr is None and stale.state_version == found[1].version  # re-read
+
+    run(scenario)
+
+
+def test_partitions_appearing_together_open_their_logs_in_few_worker_calls(run: Run,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty partitions appearing at once (a broker starting among many) open their logs in a
+    few worker calls, not one each; a log that cannot be opened fails alone."""
+    async def scenario(cluster: BrokerCluster) -> None:
+        node = await cluster.add_broker(1, replicas=True, candidate=False)
+        manager = node.replica_manager
+        calls: list[int] = []
+        open_logs = manager._open_logs
+        open_log = manager._open_log
+
+        def counting_open_logs(requests: list[tuple[str, int, str]]) -> Any:
+            calls.append(len(requests))
+            return open_logs(requests)
+
+        def refusing_open_log(topic: str, number: int, topic_id: str) -> Any:
+            if number == 7:
+                raise StorageError("no room for partition 7")
+            return open_log(topic, number, topic_id)
+
+        monkeypatch.setattr(manager, "_open_logs", counting_open_logs)
+        monkeypatch.setattr(manager, "_open_log", refusing_open_log)
+        await cluster.create_topic("many", {number: [1] for number in range(40)})
+        for number in range(40):
+            await cluster.write_state("many", number, znodes.PartitionState(1, 0, [1], controller_epoch=7))
+        await cluster.wait_until(lambda: len([key for key in manager.partitions if key[0] == "many"]) == 39,
+                                 "39 partitions opened")
+        await cluster.ensemble.settle()
+        assert ("many", 7) not in manager.partitions
+        assert all(manager.partitions[("many", number)].role is Role.LEADER for number in range(40) if number != 7)
+        assert sum(calls) == 40 and len(calls) <= 4, calls
 
     run(scenario)

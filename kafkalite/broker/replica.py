@@ -169,6 +169,7 @@ class ReplicaManager:
         # Logs to open in the next worker call, each with the future its partition waits on.
         self._logs_to_open: list[tuple[str, int, str, asyncio.Future[tuple[PartitionLog, ProducerStateManager]]]] = []
         self._log_opener: asyncio.Task[None] | None = None
+        self._logs_opening: dict[tuple[str, int], asyncio.Future[tuple[PartitionLog, ProducerStateManager]]] = {}
         self._isr_notifying = False
         self.shutting_down = False
         # Set while this broker cannot be sure its view of leadership is current (its ZooKeeper
@@ -378,9 +379,15 @@ class ReplicaManager:
     def _open_log_soon(self, topic: str, number: int,
                        topic_id: str) -> asyncio.Future[tuple[PartitionLog, ProducerStateManager]]:
         """:meth:`_open_log` in a worker call shared with the other logs asked for before the
-        loop next runs its ready callbacks (at most :data:`LOGS_OPENED_PER_CALL` per call)."""
+        loop next runs its ready callbacks (at most :data:`LOGS_OPENED_PER_CALL` per call); a log
+        asked for again while its open is under way shares that open."""
+        opening = self._logs_opening.get((topic, number))
+        if opening is not None:  # asked for again (its state arrived) while its open is under way
+            return opening
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[PartitionLog, ProducerStateManager]] = loop.create_future()
+        self._logs_opening[(topic, number)] = future
+        future.add_done_callback(lambda _: self._logs_opening.pop((topic, number), None))
         self._logs_to_open.append((topic, number, topic_id, future))
         if self._log_opener is None or self._log_opener.done():
             self._log_opener = loop.create_task(self._open_queued_logs(), name="open-logs")

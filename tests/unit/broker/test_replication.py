@@ -384,7 +384,8 @@ def test_isr_changes_due_together_go_out_many_per_request_and_a_lost_race_costs_
 def test_partitions_appearing_together_open_their_logs_in_few_worker_calls(run: Run,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Forty partitions appearing at once (a broker starting among many) open their logs in a
-    few worker calls, not one each; a log that cannot be opened fails alone."""
+    few worker calls, not one each, each log once while its states arrive; a log that cannot be
+    opened fails alone."""
     async def scenario(cluster: BrokerCluster) -> None:
         node = await cluster.add_broker(1, replicas=True, candidate=False)
         manager = node.replica_manager
@@ -411,6 +412,7 @@ def test_partitions_appearing_together_open_their_logs_in_few_worker_calls(run: 
         await cluster.ensemble.settle()
         assert ("many", 7) not in manager.partitions
         assert all(manager.partitions[("many", number)].role is Role.LEADER for number in range(40) if number != 7)
-        assert sum(calls) == 40 and len(calls) <= 4, calls
+        assert len(calls) <= 4, calls
+        assert sum(calls) <= 41, calls  # partition 7 may be asked for again once its open failed
 
     run(scenario)

@@ -424,7 +424,7 @@ class ReplicaManager:
         return outcomes
 
     def _open_log(self, topic: str, number: int, topic_id: str) -> tuple[PartitionLog, ProducerStateManager]:
-        """Blocking (one worker call per new partition): the partition's log, opened or created
+        """Blocking (in :meth:`_open_logs`' worker call): the partition's log, opened or created
         (a local log of an older topic of that name is deleted first), its topic id recorded,
         and the producer state replayed from it."""
         existing_log = self.log_manager.get(topic, number)

@@ -207,8 +207,9 @@ class ZooKeeperTransaction(TransactionBuilder):
         super().__init__(client._commit)
 
 
-#: The send buffer of kazoo's wake-up socket (the kernel caps it at net.core.wmem_max): about
-#: 5,000 requests waiting for a connection at 4 MiB, against 278 at Linux's default.
+#: The send buffer asked for kazoo's wake-up socket (the kernel doubles it and caps it at
+#: net.core.wmem_max): room for about 10,000 requests waiting for a connection, against 278 at
+#: Linux's default.
 WAKE_UP_BUFFER_BYTES = 4 * 1024 * 1024
 
 #: Requests one session's callers (not its data watches, which send nothing while the connection

@@ -256,20 +256,32 @@ def test_join_assigns_everything_and_a_heartbeat_rebalance_revokes_eagerly() -> 
     run(scenario())
 
 
+async def cooperative_member_rejoining() -> tuple[FakeCoordinator, FakeCore, GroupMembership]:
+    """A cooperative-sticky member in generation 1 owning its partitions, asked to rejoin: its
+    join runs in the background."""
+    coordinator = FakeCoordinator()
+    core = FakeCore(coordinator)
+    group = membership(core, ["cooperative-sticky"])
+    group.start()
+    await group.poll(time.monotonic() + 5)
+    group.request_rejoin("test")
+    await group.poll(time.monotonic() + 5)  # owns partitions: the join runs in the background
+    return coordinator, core, group
+
+
+async def poll_until_events(group: GroupMembership, core: FakeCore, count: int) -> None:
+    """Poll until the core has seen ``count`` rebalance events (at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while len(core.events) < count and time.monotonic() < deadline:
+        await group.poll(time.monotonic() + 0.05)
+        await asyncio.sleep(0.01)
+
+
 def test_cooperative_members_report_owned_partitions_and_keep_them() -> None:
     async def scenario() -> None:
-        coordinator = FakeCoordinator()
-        core = FakeCore(coordinator)
-        group = membership(core, ["cooperative-sticky"])
-        group.start()
-        await group.poll(time.monotonic() + 5)
-        group.request_rejoin("test")
-        await group.poll(time.monotonic() + 5)  # owns partitions: the join runs in the background
+        coordinator, core, group = await cooperative_member_rejoining()
         assert len(core.events) == 1 and group.joining
-        deadline = time.monotonic() + 5
-        while len(core.events) < 2 and time.monotonic() < deadline:
-            await group.poll(time.monotonic() + 0.05)
-            await asyncio.sleep(0.01)
+        await poll_until_events(group, core, 2)
         subscription = decode_subscription(coordinator.sent(protocol.JOIN_GROUP)[-1]["protocols"][0]["metadata"])
         assert subscription is not None
         assert subscription.owned_partitions == [("t", 0), ("t", 1), ("t", 2)] and subscription.generation == 1
@@ -312,22 +324,13 @@ def test_a_commit_refused_for_its_generation_during_a_rebalance_loses_nothing() 
     way (the group moved on meanwhile): the join settles the generation, the partitions the member
     keeps are not handed over as lost, and no further rebalance follows."""
     async def scenario() -> None:
-        coordinator = FakeCoordinator()
-        core = FakeCore(coordinator)
-        group = membership(core, ["cooperative-sticky"])
-        group.start()
-        await group.poll(time.monotonic() + 5)
-        group.request_rejoin("test")
-        await group.poll(time.monotonic() + 5)  # owns partitions: the join runs in the background
+        coordinator, core, group = await cooperative_member_rejoining()
         assert group.joining and group.generation == 1
         coordinator.commit_errors.append("ILLEGAL_GENERATION")
         with pytest.raises(CommitFailedError, match="undergoing a rebalance"):
             await group.commit({TopicPartition("t", 0): OffsetAndMetadata(5)}, 2000)
         assert group.generation == 1 and not group.rejoin_needed
-        deadline = time.monotonic() + 5
-        while len(core.events) < 2 and time.monotonic() < deadline:
-            await group.poll(time.monotonic() + 0.05)
-            await asyncio.sleep(0.01)
+        await poll_until_events(group, core, 2)
         assert [kind for kind, _ in core.events] == ["assigned", "assigned"]  # nothing lost, nothing revoked
         assert group.generation == 2 and not group.rejoin_needed
         joins = len(coordinator.sent(protocol.JOIN_GROUP))

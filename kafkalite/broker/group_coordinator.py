@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Callable
 
 from kafkalite import protocol
@@ -55,6 +56,7 @@ from kafkalite.broker.group_membership import GroupClock, GroupMembership, LoopC
 from kafkalite.broker.group_offsets import OFFSETS_TOPIC, OffsetLog, OffsetStore, replay
 from kafkalite.broker.metadata import MetadataCache
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.wake_grid import delay_to_grid
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     BrokerResponseError,
@@ -77,7 +79,11 @@ __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 
 log = logging.getLogger(__name__)
 
-_SWEEP_INTERVAL = 0.1
+#: The sweep of expired sessions wakes at the earliest session deadline, at least this long
+#: after its last pass and at most :data:`_LONGEST_SWEEP_WAIT` (or the shortest session a
+#: member may ask for, when shorter): a session that starts meanwhile ends after the next pass.
+_SHORTEST_SWEEP_WAIT = 0.01
+_LONGEST_SWEEP_WAIT = 1.0
 
 
 def subscribed_topics(metadata: bytes) -> list[str] | None:
@@ -401,11 +407,20 @@ class GroupCoordinator:
 
     # -- sweeping -----------------------------------------------------------------------------
     async def _sweep_loop(self) -> None:
+        """Expire sessions and, every ``offsets.retention.check.interval.ms``, offsets. An idle
+        coordinator wakes once a second; one with members at their earliest session deadline."""
         next_expiry_check = self.clock.monotonic() + self.config.offsets_retention_check_interval_ms / 1000
+        longest = max(_SHORTEST_SWEEP_WAIT,
+                      min(_LONGEST_SWEEP_WAIT, self.config.group_min_session_timeout_ms / 1000))
+        wait = longest
         while True:
-            await asyncio.sleep(_SWEEP_INTERVAL)
-            self.membership.sweep(self.owned)
+            await asyncio.sleep(wait)
+            earliest = self.membership.sweep(self.owned)
             now = self.clock.monotonic()
+            if earliest is None or earliest - now >= longest:
+                wait = delay_to_grid(time.monotonic(), longest)  # nothing due sooner: with the other timers
+            else:
+                wait = max(_SHORTEST_SWEEP_WAIT, earliest - now + 0.001)
             if now >= next_expiry_check:
                 next_expiry_check = now + self.config.offsets_retention_check_interval_ms / 1000
                 await self.expire_offsets()

@@ -449,10 +449,12 @@ class GroupMembership:
             self._maybe_complete_join(group)
 
     # -- expiry -------------------------------------------------------------------------------
-    def sweep(self, owned: set[int] | None = None) -> None:
+    def sweep(self, owned: set[int] | None = None) -> float | None:
         """Drop pending member ids and members whose session deadline passed (only in groups of
-        the ``owned`` offsets partitions, when given), rebalancing their groups."""
+        the ``owned`` offsets partitions, when given), rebalancing their groups. Returns the
+        earliest deadline still ahead (by the coordinator's clock), None when there is none."""
         now = self.clock.monotonic()
+        earliest: float | None = None
         for group in list(self.groups.values()):
             if owned is not None and group.partition not in owned:
                 continue
@@ -460,12 +462,18 @@ class GroupMembership:
                 if deadline < now:
                     del group.pending_members[pending_id]
                     self._maybe_complete_join(group)
+                elif earliest is None or deadline < earliest:
+                    earliest = deadline
             expired = [member for member in group.members.values() if not member.awaiting and member.deadline < now]
             for member in expired:
                 log.info("group %s: member %s session timed out", group.group_id, member.member_id)
                 self._remove_member(group, member)
             if expired:
                 self._rebalance_after_departure(group)
+            for member in group.members.values():
+                if not member.awaiting and member.deadline >= now and (earliest is None or member.deadline < earliest):
+                    earliest = member.deadline
+        return earliest
 
     def unload(self, partition: int) -> None:
         """Forget the groups of offsets partition ``partition``: parked requests get NOT_COORDINATOR."""

@@ -117,6 +117,10 @@ class Partition:
         #: Called with the partition whenever its role changes (the replica manager keeps the
         #: set of partitions it leads with it).
         self.role_listener: Callable[[Partition], None] | None = None
+        #: Called with the partition whenever its ISR upkeep may have work: an append or any
+        #: other change that wakes data waiters, an ISR or replica set change (the replica
+        #: manager's upkeep visits only these partitions, never every one it leads).
+        self.upkeep_listener: Callable[[Partition], None] | None = None
         self.leader_id = -1
         self.leader_epoch = -1
         self.controller_epoch = -1
@@ -261,6 +265,8 @@ class Partition:
             for replica in list(self.followers):
                 if replica not in replicas:
                     del self.followers[replica]
+        if self.upkeep_listener is not None:
+            self.upkeep_listener(self)
 
     def update_isr(self, isr: list[int], state_version: int) -> None:
         """Apply an ISR change (same leader and epoch) seen in ZooKeeper."""
@@ -270,6 +276,8 @@ class Partition:
         if self.is_leader:
             self.maybe_advance_high_watermark()
             self._complete_start_waiters()
+        if self.upkeep_listener is not None:
+            self.upkeep_listener(self)
 
     def fail_waiters(self, error: BrokerResponseError) -> int:
         """Answer every parked acks=all wait with ``error`` and wake every long-poll fetch (they
@@ -596,6 +604,22 @@ class Partition:
                 result.append(replica)
         return result
 
+    def isr_settled(self) -> bool:
+        """Whether a leader's ISR upkeep has nothing to watch until the next change: every
+        replica is in the ISR, none is being removed, no ISR write is in flight, and every
+        follower has this leader's log end (none can fall behind without an append)."""
+        if self.role is not Role.LEADER or self.pending_isr is not None or self.removing \
+                or len(self.isr) != len(self.replicas) or set(self.isr) != set(self.replicas):
+            return False
+        leader_end = self.log_end_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None or state.log_end_offset != leader_end:
+                return False
+        return True
+
     def _current_epoch_start(self) -> int:
         for epoch, start in reversed(self.log.epoch_cache.entries):
             if epoch == self.leader_epoch:
@@ -624,6 +648,8 @@ class Partition:
         self._wake_data_waiters()
 
     def _wake_data_waiters(self) -> None:
+        if self.upkeep_listener is not None:
+            self.upkeep_listener(self)
         for listener in self._change_listeners:
             listener.partition_changed(self)
         if not self._data_waiters:

@@ -6,8 +6,8 @@ with it, without knowing yet: kazoo's connection thread sent no ping either. An 
 was only busy (thousands of partition changes at once on a loaded machine) ran late, but the
 process went on, kazoo's thread pinging ZooKeeper, so its session and what it knows still hold;
 the loop's own lateness cannot tell the two apart. :class:`ProcessClock` is a daemon thread that
-ticks every :data:`TICK_SECONDS`; a long gap between two of its ticks, or a tick long overdue,
-means the process itself was not running.
+ticks every :data:`TICK_SECONDS` (on :mod:`kafkalite.broker.wake_grid`); a long gap between two
+of its ticks, or a tick long overdue, means the process itself was not running.
 
 Concurrency: the clock's thread writes the tick times; :meth:`ProcessClock.stopped_for` is called
 from any thread (the broker's event loop), under the clock's lock.
@@ -18,8 +18,11 @@ from __future__ import annotations
 import threading
 import time
 
-#: How often the clock's thread ticks.
-TICK_SECONDS = 0.1
+from kafkalite.broker.wake_grid import GRID_SECONDS, delay_to_grid
+
+#: How often the clock's thread ticks, on the broker's wake-up grid: a stop is measured to
+#: within this (the broker fences after stops of a second or more).
+TICK_SECONDS = GRID_SECONDS
 
 
 class ProcessClock:
@@ -42,7 +45,7 @@ class ProcessClock:
         self._stopping.set()
 
     def _run(self) -> None:
-        while not self._stopping.wait(self._tick_seconds):
+        while not self._stopping.wait(delay_to_grid(time.monotonic(), self._tick_seconds)):
             now = time.monotonic()
             with self._lock:
                 self._longest_gap = max(self._longest_gap, now - self._last_tick - self._tick_seconds)

@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 
 from kafkalite import protocol
@@ -66,6 +67,7 @@ from kafkalite.broker.metadata import (
 from kafkalite.broker.partition import Partition, Role, build_producer_state
 from kafkalite.broker.producer_state import ProducerEntry, ProducerStateManager
 from kafkalite.broker.stats import BrokerEvents, TopicStats
+from kafkalite.broker.wake_grid import deadline_on_grid, delay_to_grid
 from kafkalite.config import BrokerConfig
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator, ZNodeStat
@@ -152,8 +154,12 @@ class ReplicaManager:
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
         #: The hosted partitions this broker leads (kept by each partition's role changes): what
-        #: the ISR upkeep and the leader gauges look at.
+        #: the leader gauges look at.
         self.leaders: dict[tuple[str, int], Partition] = {}
+        #: The partitions the ISR upkeep visits: those that changed (an append, an ISR, replica
+        #: or role change) since their ISR was last settled. A settled leader leaves the set, so
+        #: an idle broker's upkeep pass costs nothing per partition.
+        self._upkeep: set[Partition] = set()
         self.fetchers = FetcherManager(self)
         #: Followers' fetch sessions with this broker as their leader.
         self.fetch_sessions = FetchSessions(clock)
@@ -366,6 +372,7 @@ class ReplicaManager:
         partition = Partition(topic, number, partition_log, self.broker_id, self.clock)
         partition.install_producer_state(producer_state)
         partition.role_listener = self._on_role_change
+        partition.upkeep_listener = self._upkeep.add
         self.partitions[key] = partition
         return partition
 
@@ -373,6 +380,7 @@ class ReplicaManager:
         key = (partition.topic, partition.partition)
         if partition.role is Role.LEADER and self.partitions.get(key) is partition:
             self.leaders[key] = partition
+            self._upkeep.add(partition)
         elif self.leaders.get(key) is partition:
             del self.leaders[key]
 
@@ -698,7 +706,10 @@ class ReplicaManager:
         INVALID_FETCH_SESSION_EPOCH for a session this broker does not have at that epoch."""
         session, keys = self.fetch_sessions.open(request)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + request.max_wait_ms / 1000
+        # An idle session is answered on the wake-up grid: the sessions of every follower, and
+        # the broker's other timers, end together (see kafkalite.broker.wake_grid).
+        now = time.monotonic()
+        deadline = loop.time() + deadline_on_grid(now, request.max_wait_ms / 1000) - now
         answer: dict[tuple[str, int], FetchResult] = {}
         to_read = set(keys) | session.take_changed()
         session.in_request = True
@@ -885,17 +896,20 @@ class ReplicaManager:
 
     async def _isr_upkeep_loop(self, interval: float) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(delay_to_grid(time.monotonic(), interval))
             self.shrink_lagging_isrs()
 
     def shrink_lagging_isrs(self) -> list[Partition]:
-        """One ISR upkeep pass: for each led partition with no ISR write in flight, schedule
-        the conditional state-znode write that drops followers not caught up for
-        ``replica.lag.time.max.ms`` (by the injected clock). Returns the partitions whose write
-        was scheduled; the writes run as tasks on the loop."""
+        """One ISR upkeep pass: for each led partition that changed since its ISR was last
+        settled, with no ISR write in flight, schedule the conditional state-znode write that
+        drops followers not caught up for ``replica.lag.time.max.ms`` (by the injected clock).
+        Returns the partitions whose write was scheduled; the writes run as tasks on the loop."""
         shrinking: list[Partition] = []
-        for partition in list(self.leaders.values()):
-            if not partition.is_leader or partition.pending_isr is not None:
+        for partition in list(self._upkeep):
+            if not partition.is_leader or self.leaders.get((partition.topic, partition.partition)) is not partition:
+                self._upkeep.discard(partition)
+                continue
+            if partition.pending_isr is not None:
                 continue
             if len(partition.isr) < len(partition.replicas):
                 # A follower that caught up while its fetch session had nothing new to say joins
@@ -910,6 +924,8 @@ class ReplicaManager:
                          new_isr, laggards)
                 self._schedule_isr_write(partition, new_isr)
                 shrinking.append(partition)
+            elif partition.isr_settled():
+                self._upkeep.discard(partition)  # an append or an ISR change brings it back
         return shrinking
 
     def _schedule_isr_write(self, partition: Partition, new_isr: list[int]) -> None:
@@ -984,6 +1000,7 @@ class ReplicaManager:
     def _isr_write_done(self, partition: Partition) -> None:
         partition.pending_isr = None
         self._isr_writes.discard((partition.topic, partition.partition))
+        self._upkeep.add(partition)
 
     async def _write_isr(self, partition: Partition, new_isr: list[int]) -> None:
         """Conditional write of the state znode (same leader and epoch, new ISR)."""

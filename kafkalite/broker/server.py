@@ -37,7 +37,7 @@ from kafkalite.broker.group_offsets import ReplicaOffsetLog
 from kafkalite.broker.http import HttpListener
 from kafkalite.broker.listener import BrokerListener
 from kafkalite.broker.metadata import MetadataCache
-from kafkalite.broker.process_clock import ProcessClock
+from kafkalite.broker.process_clock import TICK_SECONDS, ProcessClock
 from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica import ReplicaManager
 from kafkalite.broker.schema_topic import BrokerSchemaTopic
@@ -55,6 +55,7 @@ from kafkalite.broker.stats import BrokerStats
 from kafkalite.broker.tls_contexts import inter_broker_context, listener_contexts
 from kafkalite.broker.txn_coordinator import TransactionCoordinator
 from kafkalite.broker.txn_markers import BrokerMarkerChannel, BrokerTxnTopology, ReplicaTxnStateLog
+from kafkalite.broker.wake_grid import delay_to_grid
 from kafkalite.config import BrokerConfig, load_properties
 from kafkalite.coord import znodes
 from kafkalite.coord.coordinator import Coordinator, SessionState
@@ -75,6 +76,10 @@ from kafkalite.storage.manager import LogManager
 from kafkalite.transport import AsyncTransport
 
 log = logging.getLogger(__name__)
+
+#: How often the stall watchdog runs on the loop: it measures the loop's lag and asks the
+#: process clock whether the process was stopped (as often as that clock ticks).
+STALL_CHECK_SECONDS = TICK_SECONDS
 
 
 def wall_clock_ms() -> int:
@@ -366,15 +371,15 @@ class Broker:
         clock = ProcessClock()
         clock.start()
         try:
-            last = loop.time()
             while True:
-                await asyncio.sleep(0.1)
+                delay = delay_to_grid(time.monotonic(), STALL_CHECK_SECONDS)
+                due = loop.time() + delay
+                await asyncio.sleep(delay)
                 now = loop.time()
-                self.stats.loop_lag.record(max(0.0, now - last - 0.1), now)  # how late the loop ran this timer
+                self.stats.loop_lag.record(max(0.0, now - due), now)  # how late the loop ran this timer
                 stopped = clock.stopped_for()
                 if stopped > threshold:
                     self._fence(f"the process was stopped for {stopped:.1f} s")
-                last = now
         finally:
             clock.stop()
 
@@ -396,20 +401,26 @@ class Broker:
     def _start_jobs(self) -> None:
         config = self.config
         manager = self.log_manager
-        schedule: list[tuple[str, float, Callable[[], Any]]] = [
-            ("checkpoint", config.replica_high_watermark_checkpoint_interval_ms, manager.checkpoint_all),
-            ("retention", config.log_retention_check_interval_ms, manager.run_retention),
-            ("flush", config.log_flush_scheduler_interval_ms, manager.flush_due_logs),
+        # (name, interval, job, whether it has work): a job with nothing to do is not handed
+        # to a worker thread at all, so an idle broker's jobs cost a check on the loop.
+        schedule: list[tuple[str, float, Callable[[], Any], Callable[[], bool] | None]] = [
+            ("checkpoint", config.replica_high_watermark_checkpoint_interval_ms, manager.checkpoint_all,
+             manager.checkpoint_due),
+            ("retention", config.log_retention_check_interval_ms, manager.run_retention, None),
+            ("flush", config.log_flush_scheduler_interval_ms, manager.flush_due_logs, manager.has_timed_flush),
         ]
         if config.log_cleaner_enable:
-            schedule.append(("cleaner", config.log_cleaner_backoff_ms, manager.run_cleaner))
+            schedule.append(("cleaner", config.log_cleaner_backoff_ms, manager.run_cleaner, manager.has_compacted))
         self._jobs.append(asyncio.create_task(self._stall_watchdog(), name="stall-watchdog"))
-        for name, interval_ms, job in schedule:
-            self._jobs.append(asyncio.create_task(self._periodic(name, interval_ms / 1000, job), name=name))
+        for name, interval_ms, job, due in schedule:
+            self._jobs.append(asyncio.create_task(self._periodic(name, interval_ms / 1000, job, due), name=name))
 
-    async def _periodic(self, name: str, interval: float, job: Callable[[], Any]) -> None:
+    async def _periodic(self, name: str, interval: float, job: Callable[[], Any],
+                        due: Callable[[], bool] | None) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(delay_to_grid(time.monotonic(), interval))
+            if due is not None and not due():
+                continue
             try:
                 await asyncio.to_thread(job)
             except KafkaliteError as exc:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -59,6 +60,7 @@ from kafkalite.broker.txn_records import (
     encode_key,
     replay,
 )
+from kafkalite.broker.wake_grid import delay_to_grid
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import (
     BrokerResponseError,
@@ -511,7 +513,7 @@ class TransactionCoordinator:
     async def _sweep_loop(self) -> None:
         interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(delay_to_grid(time.monotonic(), interval))
             try:
                 await self.sweep()
             except KafkaliteError as exc:

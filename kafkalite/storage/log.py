@@ -114,7 +114,13 @@ class PartitionLog:
         self._lock = threading.RLock()
         self.segments: list[Segment] = []
         self._base_offsets: list[int] = []
-        self.recovery_point = recovery_point
+        #: Called (from the thread making the change) when the recovery point, the high
+        #: watermark or the log start offset changes: what the checkpoint files hold. The
+        #: LogManager's periodic checkpoint then knows it has something to write.
+        self.on_offsets_changed: Callable[[], None] | None = None
+        self._recovery_point = recovery_point
+        self._high_watermark = 0
+        self._log_start_offset = 0
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.closed = False
@@ -139,6 +145,40 @@ class PartitionLog:
             self.log_start_offset = self.log_end_offset
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it is flushed to disk (recovery starts here after a crash)."""
+        return self._recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        if offset != self._recovery_point:
+            self._recovery_point = offset
+            if self.on_offsets_changed is not None:
+                self.on_offsets_changed()
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if offset != self._high_watermark:
+            self._high_watermark = offset
+            if self.on_offsets_changed is not None:
+                self.on_offsets_changed()
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, offset: int) -> None:
+        if offset != self._log_start_offset:
+            self._log_start_offset = offset
+            if self.on_offsets_changed is not None:
+                self.on_offsets_changed()
 
     def _epochs_unsynced(self, _cache: LeaderEpochCache) -> None:
         if self.on_epochs_unsynced is not None:

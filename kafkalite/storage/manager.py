@@ -75,8 +75,15 @@ class LogManager:
         self._logs_per_dir: dict[Path, int] = {}
         # The logs with a flush.ms: the flush job looks at these only.
         self._timed_flush: set[PartitionLog] = set()
+        # The compacted logs: the cleaner job looks at these only.
+        self._compacted: set[PartitionLog] = set()
         # Logs with a leader epoch in memory only: the checkpoint job writes their epoch files.
         self._unsynced_epochs: set[PartitionLog] = set()
+        # Counts the changes of what the checkpoint files hold (a log's offsets, a log opened or
+        # deleted); the periodic checkpoint skips its pass while the count is the one it last
+        # wrote completely, so an idle broker's checkpoint costs nothing per partition.
+        self._offset_changes = 0
+        self._checkpointed_changes = -1
 
     # -- start and stop -----------------------------------------------------------------------
     def start(self) -> None:
@@ -110,8 +117,10 @@ class LogManager:
                 partition_log.on_dir_failure = self.fail_dir
                 self.logs[parsed] = partition_log
                 partition_log.on_epochs_unsynced = self._epochs_unsynced
+                partition_log.on_offsets_changed = self._offsets_changed
+                self._offsets_changed()
                 self._logs_per_dir[directory] = self._logs_per_dir.get(directory, 0) + 1
-                self._track_flush_ms(partition_log)
+                self._track_config(partition_log)
             marker.unlink(missing_ok=True)
             files.fsync_directory(directory)
         self.started = True
@@ -193,8 +202,10 @@ class LogManager:
             partition_log.on_dir_failure = self.fail_dir
             self.logs[key] = partition_log
             partition_log.on_epochs_unsynced = self._epochs_unsynced
+            partition_log.on_offsets_changed = self._offsets_changed
+            self._offsets_changed()
             self._logs_per_dir[log_dir] = self._logs_per_dir.get(log_dir, 0) + 1
-            self._track_flush_ms(partition_log)
+            self._track_config(partition_log)
             return partition_log
 
     def _least_loaded_dir(self) -> Path:
@@ -210,7 +221,7 @@ class LogManager:
             for (log_topic, _partition), partition_log in self.logs.items():
                 if log_topic == topic:
                     partition_log.config = config
-                    self._track_flush_ms(partition_log)
+                    self._track_config(partition_log)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition's log for good; returns False when there was none."""
@@ -218,8 +229,10 @@ class LogManager:
         with self._lock:
             partition_log = self.logs.pop(key, None)
             self._cleaner_checkpoints.pop(key, None)
+            self._offsets_changed()
             if partition_log is not None:
                 self._timed_flush.discard(partition_log)
+                self._compacted.discard(partition_log)
                 self._unsynced_epochs.discard(partition_log)
                 parent = partition_log.directory.parent
                 self._logs_per_dir[parent] = self._logs_per_dir.get(parent, 1) - 1
@@ -250,12 +263,17 @@ class LogManager:
                 log.warning("retention of %s failed, retrying on the next run: %s", partition_log.name, exc)
         return removed
 
-    def _track_flush_ms(self, partition_log: PartitionLog) -> None:
-        """Keep the set of logs whose config has a flush.ms (``flush.ms`` "never" is the default)."""
+    def _track_config(self, partition_log: PartitionLog) -> None:
+        """Keep the sets of logs whose config has a flush.ms (``flush.ms`` "never" is the
+        default) and of compacted logs: the flush and cleaner jobs look at these only."""
         if partition_log.config.flush_ms < NEVER_MS:
             self._timed_flush.add(partition_log)
         else:
             self._timed_flush.discard(partition_log)
+        if partition_log.config.compact:
+            self._compacted.add(partition_log)
+        else:
+            self._compacted.discard(partition_log)
 
     def flush_due_logs(self) -> int:
         """Flush the logs with a ``flush.ms`` whose unflushed data is older than it."""
@@ -274,9 +292,12 @@ class LogManager:
     def run_cleaner(self, force: bool = False) -> list[tuple[TopicPartitionKey, cleaner.CleanResult]]:
         """One compaction pass over every compacted log that qualifies."""
         results = []
-        for key, partition_log in list(self.logs.items()):
+        with self._lock:
+            compacted = list(self._compacted)
+        for partition_log in compacted:
             if partition_log.closed or partition_log.offline_reason is not None or not partition_log.config.compact:
                 continue
+            key = (partition_log.topic, partition_log.partition)
             try:
                 result = cleaner.clean(partition_log, self._cleaner_checkpoints.get(key, 0), force=force)
             except OSError as exc:
@@ -287,6 +308,7 @@ class LogManager:
                 self._cleaner_checkpoints[key] = result.new_checkpoint
                 results.append((key, result))
         if results:
+            self._offsets_changed()
             self.checkpoint_all()
         return results
 
@@ -315,6 +337,9 @@ class LogManager:
         not written again. A failed write leaves the previous file in place and is retried
         on the next call (one WARN when a directory starts failing, one INFO when it recovers)."""
         self._sync_epochs()
+        changes = self._offset_changes
+        if changes == self._checkpointed_changes:
+            return True
         with self._lock:
             logs = dict(self.logs)
         written = True
@@ -341,7 +366,25 @@ class LogManager:
             failed = self._checkpoint_failures.pop(directory, None)
             if failed is not None:
                 log.info("checkpoints of %s are written again (they failed with: %s)", directory, failed)
+        if written:
+            self._checkpointed_changes = changes
         return written
+
+    def _offsets_changed(self) -> None:
+        self._offset_changes += 1
+
+    def checkpoint_due(self) -> bool:
+        """Whether :meth:`checkpoint_all` has anything to write: an offset changed since its
+        last complete pass, or a leader epoch waits in memory (any thread)."""
+        return self._offset_changes != self._checkpointed_changes or bool(self._unsynced_epochs)
+
+    def has_timed_flush(self) -> bool:
+        """Whether any log has a ``flush.ms`` (what :meth:`flush_due_logs` looks at)."""
+        return bool(self._timed_flush)
+
+    def has_compacted(self) -> bool:
+        """Whether any log is compacted (what :meth:`run_cleaner` looks at)."""
+        return bool(self._compacted)
 
     def checkpoint_log_start_offsets(self, partition_log: PartitionLog) -> None:
         """Write the ``log-start-offset-checkpoint`` of ``partition_log``'s directory now (after a
@@ -353,6 +396,7 @@ class LogManager:
         try:
             with self._checkpoint_lock:
                 self._written_checkpoints.pop(directory, None)
+                self._checkpointed_changes = -1
                 checkpoint.write_offsets(directory / files.LOG_START_CHECKPOINT, mine)
         except OSError as exc:
             raise KafkaStorageError(f"cannot write the log start offsets of {directory}: "

@@ -197,9 +197,11 @@ def test_join_and_sync_with_three_members(tmp_path: Path) -> None:
 def test_heartbeat_keeps_a_member_and_session_timeout_expires_a_silent_one(tmp_path: Path) -> None:
     async def scenario(harness: Harness) -> None:
         alive, silent = await harness.stable_group(2)
+        assert harness.machine.sweep() == pytest.approx(harness.clock.monotonic() + SESSION_MS / 1000)
         harness.clock.advance(SESSION_MS / 1000 * 0.6)
         harness.heartbeat(alive)
-        harness.machine.sweep()
+        # The next pass is due at the silent member's deadline, the earliest still ahead.
+        assert harness.machine.sweep() == pytest.approx(harness.clock.monotonic() + SESSION_MS / 1000 * 0.4)
         assert set(harness.machine.groups[GROUP].members) == {alive, silent}, "nobody has expired yet"
         harness.clock.advance(SESSION_MS / 1000 * 0.6)  # past the silent member's deadline only
         harness.machine.sweep()

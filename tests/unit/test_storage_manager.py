@@ -8,8 +8,9 @@ import pytest
 
 from kafkalite.config import LogConfig
 from kafkalite.errors import StorageError
-from kafkalite.storage import checkpoint, files
+from kafkalite.storage import checkpoint, cleaner, files
 from kafkalite.storage.epochs import LeaderEpochCache
+from kafkalite.storage.log import PartitionLog
 from kafkalite.storage.manager import LogManager
 from tests.unit.test_log import FakeClock, read_all, values_batch
 
@@ -152,6 +153,79 @@ def test_checkpoints_are_written_when_an_offset_moved_and_only_then(
     manager.get_or_create("orders", 1)  # a new log is a change too
     assert manager.checkpoint_all() is True
     assert checkpoint.read_offsets(tmp_path / files.REPLICATION_CHECKPOINT) == {("orders", 0): 6, ("orders", 1): 0}
+    manager.shutdown()
+
+
+def test_an_idle_checkpoint_pass_visits_no_log_and_every_kind_of_change_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    overrides = {"short": {"retention.ms": "1000", "segment.bytes": "1024", "file.delete.delay.ms": "0"}}
+    manager = LogManager([tmp_path], LogConfig(), topic_configs=lambda topic: overrides.get(topic, {}), clock=clock)
+    manager.start()
+    orders = manager.get_or_create("orders", 0)
+    short = manager.get_or_create("short", 0)
+    passes: list[int] = []
+    real_pass = manager._write_checkpoints
+
+    def counted(directory: Path, mine: dict[tuple[str, int], PartitionLog]) -> None:
+        passes.append(len(mine))
+        real_pass(directory, mine)
+
+    monkeypatch.setattr(manager, "_write_checkpoints", counted)
+
+    def written(name: str) -> dict[tuple[str, int], int]:
+        assert manager.checkpoint_all() is True
+        return checkpoint.read_offsets(tmp_path / name)
+
+    assert written(files.REPLICATION_CHECKPOINT) == {("orders", 0): 0, ("short", 0): 0} and len(passes) == 1
+    assert not manager.checkpoint_due()  # the broker does not even hand the job to a worker
+    for _ in range(3):
+        assert manager.checkpoint_all() is True
+    assert len(passes) == 1  # idle: no pass over the logs at all
+
+    orders.append_as_leader(values_batch(0, 10), leader_epoch=0)
+    orders.update_high_watermark(7)
+    assert manager.checkpoint_due()
+    assert written(files.REPLICATION_CHECKPOINT)[("orders", 0)] == 7
+    orders.flush()
+    assert written(files.RECOVERY_POINT_CHECKPOINT)[("orders", 0)] == 10
+    for start in range(0, 100, 10):
+        short.append_as_leader(values_batch(start, 10, timestamp=clock.now), leader_epoch=0)
+    short.update_high_watermark(short.log_end_offset)
+    clock.advance(5_000)
+    assert manager.run_retention() > 0
+    assert written(files.LOG_START_CHECKPOINT)[("short", 0)] == short.log_start_offset > 0
+    manager.delete("short", 0)
+    assert ("short", 0) not in written(files.REPLICATION_CHECKPOINT)
+    passes.clear()
+    assert manager.checkpoint_all() is True and passes == []  # and idle again
+    manager.shutdown()
+
+
+def test_the_cleaner_cleans_the_logs_compacted_now_after_config_changes_and_deletions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    overrides: dict[str, dict[str, str]] = {}
+    manager = LogManager([tmp_path], LogConfig(), topic_configs=lambda topic: overrides.get(topic, {}))
+    manager.start()
+    for number in range(50):
+        manager.get_or_create("plain", number)
+    later = manager.get_or_create("later", 0)
+    cleaned: list[str] = []
+    real_clean = cleaner.clean
+
+    def counted(partition_log: PartitionLog, *args: object, **kwargs: object) -> object:
+        cleaned.append(partition_log.name)
+        return real_clean(partition_log, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cleaner, "clean", counted)
+    assert manager.run_cleaner() == [] and cleaned == [] and not manager.has_compacted()
+    overrides["later"] = {"cleanup.policy": "compact"}  # a dynamic change counts at once
+    manager.update_config("later")
+    assert manager.has_compacted()
+    manager.run_cleaner()
+    assert cleaned == [later.name]
+    manager.delete("later", 0)
+    cleaned.clear()
+    assert manager.run_cleaner() == [] and cleaned == []
     manager.shutdown()
 
 

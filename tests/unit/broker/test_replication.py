@@ -174,6 +174,33 @@ def test_a_lagging_follower_leaves_the_isr_after_the_lag_time_and_rejoins_when_c
     run(scenario)
 
 
+def test_the_upkeep_visits_a_settled_leader_again_only_after_a_change(run: Run, clock: FakeClock) -> None:
+    async def scenario(cluster: BrokerCluster) -> None:
+        manager, partition = await leader_of_three(cluster, min_insync=1)
+        upkeep = manager._upkeep
+        await produce(manager, 2, acks=1)
+        assert partition in upkeep  # an append: the followers may fall behind
+        await follower_fetch(manager, 2, 2)
+        assert manager.shrink_lagging_isrs() == [] and partition in upkeep  # 3 has not reached the end
+        await follower_fetch(manager, 3, 2)
+        assert manager.shrink_lagging_isrs() == [] and partition not in upkeep  # settled: not visited
+        clock.advance(10 * LAG_MS)
+        assert manager.shrink_lagging_isrs() == [] and partition not in upkeep  # idle: nothing to do
+
+        await produce(manager, 1, acks=1, start=2)  # the append brings it back; 3 stops fetching
+        assert partition in upkeep
+        await follower_fetch(manager, 2, 3)
+        clock.advance(LAG_MS + 1)
+        assert manager.shrink_lagging_isrs() == [partition]
+        await cluster.wait_until(lambda: state_znode(cluster)[0].isr == [1, 2], "3 leaves the ISR")
+        assert partition in upkeep  # under-replicated: visited until 3 is back
+        await follower_fetch(manager, 3, 3)
+        await cluster.wait_until(lambda: state_znode(cluster)[0].isr == [1, 2, 3], "3 rejoins")
+        assert manager.shrink_lagging_isrs() == [] and partition not in upkeep
+
+    run(scenario)
+
+
 def test_a_follower_that_keeps_fetching_but_never_reaches_the_log_end_is_still_shrunk(
         run: Run, clock: FakeClock) -> None:
     async def scenario(cluster: BrokerCluster) -> None:

@@ -202,7 +202,8 @@ def test_an_idle_checkpoint_pass_visits_no_log_and_every_kind_of_change_is_writt
     manager.shutdown()
 
 
-def test_the_cleaner_cleans_the_logs_compacted_now_after_config_changes_and_deletions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cleaner_cleans_the_logs_compacted_now_after_config_changes_and_deletions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     overrides: dict[str, dict[str, str]] = {}
     manager = LogManager([tmp_path], LogConfig(), topic_configs=lambda topic: overrides.get(topic, {}))
     manager.start()

@@ -20,8 +20,9 @@ import time
 
 from kafkalite.broker.wake_grid import GRID_SECONDS, delay_to_grid
 
-#: How often the clock's thread ticks, on the broker's wake-up grid: a stop is measured to
-#: within this (the broker fences after stops of a second or more).
+#: How often the clock's thread ticks, on the broker's wake-up grid: a stop is measured from
+#: the tick due within it, so to within one and a half ticks (the broker fences after stops of
+#: a second or more).
 TICK_SECONDS = GRID_SECONDS
 
 
@@ -31,32 +32,38 @@ class ProcessClock:
     def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
         self._tick_seconds = tick_seconds
         self._lock = threading.Lock()
-        self._last_tick = time.monotonic()
-        self._longest_gap = 0.0
+        # When the next tick is due (the thread sets it before each wait), and the latest any
+        # tick came since the last stopped_for().
+        self._due = time.monotonic() + 2 * tick_seconds
+        self._longest_lateness = 0.0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kafkalite-process-clock", daemon=True)
 
     def start(self) -> None:
         with self._lock:
-            self._last_tick = time.monotonic()
+            self._due = time.monotonic() + 2 * self._tick_seconds
         self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()
 
     def _run(self) -> None:
-        while not self._stopping.wait(delay_to_grid(time.monotonic(), self._tick_seconds)):
+        while True:
+            delay = delay_to_grid(time.monotonic(), self._tick_seconds)
+            with self._lock:
+                self._due = time.monotonic() + delay
+            if self._stopping.wait(delay):
+                return
             now = time.monotonic()
             with self._lock:
-                self._longest_gap = max(self._longest_gap, now - self._last_tick - self._tick_seconds)
-                self._last_tick = now
+                self._longest_lateness = max(self._longest_lateness, now - self._due)
 
     def stopped_for(self) -> float:
-        """The longest time, in seconds, the process was not running since the last call: the
-        longest gap between two ticks beyond the tick interval, or the time since the last tick
-        when that is longer (the thread has not run yet since the process went on)."""
+        """The longest time, in seconds, the process was not running since the last call: how
+        late the latest tick came, or how overdue the next one is when that is longer (the
+        thread has not run yet since the process went on)."""
         now = time.monotonic()
         with self._lock:
-            longest = max(self._longest_gap, now - self._last_tick - self._tick_seconds)
-            self._longest_gap = 0.0
+            longest = max(self._longest_lateness, now - self._due)
+            self._longest_lateness = 0.0
         return max(0.0, longest)
